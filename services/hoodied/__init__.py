@@ -1,0 +1,1 @@
+"""hoodied: the table-services daemon for Apache Hudi, built on :mod:`hoodie`."""
