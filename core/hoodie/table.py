@@ -1,0 +1,366 @@
+"""A Hudi table: its config, timeline and file-system view, and the queries over them.
+
+    from hoodie import Table
+    table = Table.open("/data/trips")                # or s3://..., with storage_options
+    table.read()                                     # snapshot: latest committed state
+    table.read(as_of="20240402123035233")            # time travel
+    table.read(read_optimized=True)                  # base files only (MOR)
+    table.read_incremental("20240402123035233")      # records changed in (start, end]
+
+Results are ``pyarrow.Table``s with Hudi's meta columns first (when the table populates them).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from hoodie.config import RecordMergeMode, TableConfig
+from hoodie.errors import CorruptBaseFile, HoodieError, UnsupportedTable
+from hoodie.file_group.file_group import FileGroup, FileGroupId, FileSlice
+from hoodie.file_group.fs_view import (
+    build_file_groups,
+    classify_listing,
+    read_optimized_slices,
+    snapshot_slices,
+)
+from hoodie.log.reader import scan_log_files
+from hoodie.read.merge import Deletes, MergeInput, merge_records
+from hoodie.schema import avro_to_arrow_schema
+from hoodie.storage import Storage
+from hoodie.timeline.instant import REPLACE_COMMIT, Instant, State, check_time
+from hoodie.timeline.metadata import CommitMetadata, decode_commit_metadata, decode_compaction_plan
+from hoodie.timeline.timeline import Timeline
+
+log = logging.getLogger(__name__)
+
+META_COLUMNS = (
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+)
+COMMIT_TIME_COLUMN = "_hoodie_commit_time"
+
+# Filters as hudi-rs takes them: (column, operator, value-as-text).
+Filter = tuple[str, str, Any]
+
+_PAYLOADS_EVENT_TIME = {
+    "DefaultHoodieRecordPayload",
+    "EventTimeAvroPayload",
+    "MySqlDebeziumAvroPayload",
+    "PostgresDebeziumAvroPayload",
+}
+_PAYLOADS_COMMIT_TIME = {"OverwriteWithLatestAvroPayload", "AWSDmsAvroPayload"}
+
+
+@dataclass(frozen=True)
+class MergeRules:
+    """How a table's records are reconciled, resolved once from its config."""
+
+    mode: RecordMergeMode
+    key_fields: tuple[str, ...]
+    ordering_field: str | None
+
+
+class Table:
+    """An open Hudi table. Cheap to create; re-open (or :meth:`refresh`) to see new commits."""
+
+    def __init__(self, storage: Storage, config: TableConfig, timeline: Timeline) -> None:
+        self.storage = storage
+        self.config = config
+        self.timeline = timeline
+
+    @classmethod
+    def open(cls, uri: str, storage_options: Mapping[str, str] | None = None) -> Table:
+        """Open the table at ``uri`` (a local path or a URI such as ``s3://bucket/table``).
+
+        Raises :class:`~hoodie.errors.TableNotFound` when there is no table there,
+        :class:`~hoodie.errors.UnsupportedTable` for table versions or formats this library refuses, and
+        :class:`~hoodie.errors.InvalidTableConfig` for a damaged ``hoodie.properties``.
+        """
+        storage = Storage.for_uri(uri, storage_options)
+        config = TableConfig.load(storage)
+        return cls(storage, config, Timeline.load(storage, config))
+
+    def refresh(self) -> Table:
+        """A new :class:`Table` over the same storage with the config and timeline read again."""
+        config = TableConfig.load(self.storage)
+        return Table(self.storage, config, Timeline.load(self.storage, config))
+
+    # -- metadata ----------------------------------------------------------------------------------------
+
+    @property
+    def base_path(self) -> str:
+        return self.storage.uri
+
+    def commit_metadata(self, instant: Instant | str) -> CommitMetadata:
+        """The metadata of a completed (or inflight) write instant."""
+        time = instant if isinstance(instant, str) else instant.time
+        current = self.timeline.get(time)
+        if current is None:
+            raise KeyError(f"no instant {time} on the timeline")
+        data = self.storage.read(self.timeline.file_of(time))
+        return decode_commit_metadata(data, table_version=self.config.table_version, action=current.action)
+
+    @cached_property
+    def merge_rules(self) -> MergeRules:
+        cfg = self.config
+        ordering = cfg.ordering_fields[0] if cfg.ordering_fields else None
+        mode = cfg.record_merge_mode
+        if mode is RecordMergeMode.CUSTOM:
+            payload = cfg.payload_class.rsplit(".", 1)[-1]
+            if payload in _PAYLOADS_EVENT_TIME:
+                mode = RecordMergeMode.EVENT_TIME_ORDERING
+            elif payload in _PAYLOADS_COMMIT_TIME:
+                mode = RecordMergeMode.COMMIT_TIME_ORDERING
+            else:
+                raise UnsupportedTable(
+                    f"record payload {cfg.payload_class} (merge mode CUSTOM) is not supported; "
+                    "supported: event-time and commit-time ordering payloads"
+                )
+        return MergeRules(mode, cfg.record_key_fields, ordering)
+
+    def latest_avro_schema(self, as_of: str | None = None) -> str | None:
+        """The writer schema of the latest completed write (at or before ``as_of``) that recorded one, else the
+        table's create schema."""
+        for instant in reversed(self.timeline.filter_as_of(as_of).completed_writes()):
+            try:
+                schema = self.commit_metadata(instant).extra_metadata.get("schema")
+            except HoodieError as e:
+                log.warning("table %s: cannot read metadata of %s: %s", self.base_path, instant, e)
+                continue
+            if schema:
+                return schema
+        return self.config.create_schema
+
+    def arrow_schema(self, as_of: str | None = None) -> pa.Schema | None:
+        """The table's schema as Arrow, meta columns first, or ``None`` when nothing records one."""
+        avro = self.latest_avro_schema(as_of)
+        if not avro:
+            return None
+        data = avro_to_arrow_schema(avro)
+        fields = [f for f in data if f.name not in META_COLUMNS]
+        meta = [pa.field(c, pa.string()) for c in META_COLUMNS] if self.config.populate_meta_fields else []
+        return pa.schema(meta + fields)
+
+    # -- file-system view --------------------------------------------------------------------------------
+
+    def _listing(self) -> list[Any]:
+        entries = [f for f in self.storage.list("", recursive=True) if not f.path.startswith(".hoodie/")]
+        return classify_listing(entries)
+
+    def _pending_compactions(self, as_of: str | None) -> dict[FileGroupId, str]:
+        out: dict[FileGroupId, str] = {}
+        for instant in self.timeline.filter_as_of(as_of).pending_compactions():
+            data = self.storage.read(self.timeline.file_of(instant.time, State.REQUESTED))
+            for op in decode_compaction_plan(data).operations:
+                out[FileGroupId(op.partition_path, op.file_id)] = instant.time
+        return out
+
+    def _replaced_file_groups(self, as_of: str | None) -> set[FileGroupId]:
+        replaced: set[FileGroupId] = set()
+        for instant in self.timeline.filter_as_of(as_of).completed_writes():
+            if instant.action != REPLACE_COMMIT:
+                continue
+            md = self.commit_metadata(instant)
+            for partition, ids in md.partition_to_replace_file_ids.items():
+                replaced.update(FileGroupId(partition, fid) for fid in ids)
+        return replaced
+
+    def file_groups(self, as_of: str | None = None) -> dict[FileGroupId, FileGroup]:
+        """Every file group with its visible slices as of ``as_of``, replaced groups included."""
+        if as_of is not None:
+            check_time(as_of)
+        return build_file_groups(
+            self._listing(),
+            self.timeline,
+            table_version=self.config.table_version,
+            as_of=as_of,
+            pending_compactions=self._pending_compactions(as_of) if self.config.is_mor else None,
+        )
+
+    def file_slices(self, as_of: str | None = None, read_optimized: bool = False) -> list[FileSlice]:
+        """The slices a snapshot (or read-optimized) query at ``as_of`` reads, one per live file group."""
+        groups = self.file_groups(as_of)
+        replaced = self._replaced_file_groups(as_of)
+        if read_optimized or not self.config.is_mor:
+            return read_optimized_slices(groups, replaced)
+        return snapshot_slices(groups, replaced)
+
+    # -- reading -----------------------------------------------------------------------------------------
+
+    def _visible_instant(self, as_of: str | None) -> Any:
+        committed = {i.time for i in self.timeline.filter_as_of(as_of).completed_writes()}
+        return committed.__contains__
+
+    def read_file_slice(self, file_slice: FileSlice, *, as_of: str | None = None) -> pa.Table:
+        """The merged records of one file slice (all columns, meta columns as stored)."""
+        return self._read_slice(file_slice, self._visible_instant(as_of), self.merge_rules)
+
+    def _read_base(self, path: str) -> pa.Table:
+        try:
+            with self.storage.open_input_file(path) as f:
+                return pq.read_table(f)
+        except (OSError, pa.ArrowException) as e:
+            raise CorruptBaseFile(f"cannot read base file {path}: {e}") from e
+
+    def _read_slice(self, file_slice: FileSlice, include: Any, rules: MergeRules) -> pa.Table | None:
+        base = self._read_base(file_slice.base_file_path) if file_slice.base_file_path else None
+        if not file_slice.log_files:
+            return base
+        scan = scan_log_files(self.storage, file_slice.log_file_paths, include_instant=include)
+        steps: list[MergeInput] = []
+        for batch in scan.batches:
+            if batch.kind == "data":
+                if batch.table.num_rows:
+                    steps.append(MergeInput(data=batch.table))
+            else:
+                t = batch.table
+                steps.append(
+                    MergeInput(deletes=Deletes(t.column("_hoodie_record_key").combine_chunks(),
+                                               t.column("ordering_value").combine_chunks()))
+                )
+        if base is None and not any(s.data is not None for s in steps):
+            return None
+        if base is None:
+            steps, base_input = steps, None
+        else:
+            base_input = base
+        return merge_records(
+            base_input, steps, mode=rules.mode, key_fields=rules.key_fields, ordering_field=rules.ordering_field
+        )
+
+    def _read_slices(self, slices: Sequence[FileSlice], as_of: str | None) -> list[pa.Table]:
+        include = self._visible_instant(as_of)
+        rules = self.merge_rules if self.config.is_mor else MergeRules(RecordMergeMode.COMMIT_TIME_ORDERING, (), None)
+        if len(slices) <= 1:
+            parts = [self._read_slice(s, include, rules) for s in slices]
+        else:
+            with ThreadPoolExecutor(max_workers=min(8, len(slices))) as pool:
+                parts = list(pool.map(lambda s: self._read_slice(s, include, rules), slices))
+        return [p for p in parts if p is not None]
+
+    def read(
+        self,
+        as_of: str | None = None,
+        read_optimized: bool = False,
+        columns: Sequence[str] | None = None,
+        filters: Sequence[Filter] | None = None,
+    ) -> pa.Table:
+        """Query the table.
+
+        - snapshot (default): every live record in its latest committed version;
+        - ``as_of``: the snapshot as of that instant time (time travel);
+        - ``read_optimized``: the base files only (for MOR tables, what the last compaction left).
+
+        ``columns`` projects the result; ``filters`` (``(column, op, value)`` with op one of
+        ``= != < <= > >= in not in``) keep matching rows, applied after merging so they never change which
+        version of a record wins.
+        """
+        if as_of is not None:
+            check_time(as_of)
+        slices = self.file_slices(as_of, read_optimized)
+        parts = self._read_slices(slices, as_of)
+        return self._finish(parts, as_of, columns, filters)
+
+    def read_incremental(
+        self,
+        start: str,
+        end: str | None = None,
+        columns: Sequence[str] | None = None,
+        filters: Sequence[Filter] | None = None,
+    ) -> pa.Table:
+        """Records written by commits in ``(start, end]``, in their latest version as of ``end``."""
+        check_time(start)
+        if end is not None:
+            check_time(end)
+        if not self.config.populate_meta_fields:
+            raise UnsupportedTable(
+                "incremental queries need _hoodie_commit_time, but this table does not populate meta fields"
+            )
+        instants = self.timeline.completed_writes_in_range(start, end)
+        if not instants:
+            return self._finish([], end, columns, filters)
+        end_time = end or instants[-1].time
+        touched: set[FileGroupId] = set()
+        for instant in instants:
+            md = self.commit_metadata(instant)
+            for partition, stats in md.partition_to_write_stats.items():
+                touched.update(FileGroupId(partition or "", s.file_id) for s in stats if s.file_id)
+        slices = [s for s in self.file_slices(end_time) if s.group in touched]
+        parts = self._read_slices(slices, end_time)
+        commit_filter: list[Filter] = [(COMMIT_TIME_COLUMN, ">", start), (COMMIT_TIME_COLUMN, "<=", end_time)]
+        return self._finish(parts, end_time, columns, [*commit_filter, *(filters or [])])
+
+    def _finish(
+        self,
+        parts: list[pa.Table],
+        as_of: str | None,
+        columns: Sequence[str] | None,
+        filters: Sequence[Filter] | None,
+    ) -> pa.Table:
+        schema = self.arrow_schema(as_of)
+        if parts:
+            result = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
+            if schema is not None:
+                result = _align(result, schema)
+        elif schema is not None:
+            result = schema.empty_table()
+        else:
+            raise HoodieError(
+                f"table {self.base_path} has no schema yet: no completed commit records one and "
+                "hoodie.properties has no hoodie.table.create.schema"
+            )
+        if filters:
+            result = result.filter(_filter_expression(filters, result.schema))
+        if columns is not None:
+            missing = [c for c in columns if c not in result.column_names]
+            if missing:
+                raise HoodieError(f"unknown column(s) {missing}; the table has {result.column_names}")
+            result = result.select(list(columns))
+        return result
+
+
+def _align(result: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Order the columns as the table schema does (extra columns stay, at the end)."""
+    names = [n for n in schema.names if n in result.column_names]
+    names += [n for n in result.column_names if n not in names]
+    return result.select(names)
+
+
+_OPS = {"=": "equal", "==": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal", ">": "greater",
+        ">=": "greater_equal"}
+
+
+def _filter_expression(filters: Iterable[Filter], schema: pa.Schema) -> pc.Expression:
+    expr: pc.Expression | None = None
+    for column, op, value in filters:
+        if column not in schema.names:
+            raise HoodieError(f"filter on unknown column {column!r}")
+        typ = schema.field(column).type
+        field = pc.field(column)
+        op_l = op.strip().lower()
+        if op_l in ("in", "not in"):
+            values = value if isinstance(value, list | tuple) else json.loads(value) if isinstance(value, str) and value.startswith("[") else [value]
+            cond = field.isin(pa.array(values).cast(typ))
+            if op_l == "not in":
+                cond = ~cond
+        elif op_l in _OPS:
+            scalar = pa.scalar(value).cast(typ)
+            cond = getattr(pc, _OPS[op_l])(field, scalar)
+        else:
+            raise HoodieError(f"unknown filter operator {op!r}")
+        expr = cond if expr is None else expr & cond
+    assert expr is not None
+    return expr

@@ -1,0 +1,167 @@
+"""The active timeline of a table: every instant with its current state.
+
+Layout 1 (table version 6) keeps the timeline files directly in ``.hoodie/``; layout 2 (v8, v9) in
+``.hoodie/<hoodie.timeline.path>`` (default ``timeline``), with completion times in completed files' names.
+An instant's state is the highest state whose file is present. Archived history (``.hoodie/archived`` in v6,
+``.hoodie/timeline/history`` in v8+) is not part of the active timeline and is not read here.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from hoodie.config import TableConfig
+from hoodie.storage import Storage
+from hoodie.timeline.instant import (
+    CLUSTERING,
+    COMMIT,
+    COMPACTION,
+    COMPLETED_ACTION_OF,
+    DELTA_COMMIT,
+    LOG_COMPACTION,
+    REPLACE_COMMIT,
+    WRITE_ACTIONS,
+    Instant,
+    State,
+)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """An immutable, time-ordered view of a table's instants (one entry per instant time, latest state).
+
+    ``files`` maps each instant time to every (state, file name) present, so the content of any state can be
+    read (a compaction's plan lives in its ``.requested`` file even after it completed).
+    """
+
+    instants: tuple[Instant, ...]
+    layout_version: int
+    folder: str
+    files: dict[str, tuple[tuple[Instant, str], ...]] = field(default_factory=dict, repr=False, compare=False)
+
+    # -- loading -----------------------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, storage: Storage, config: TableConfig) -> Timeline:
+        folder = config.timeline_path
+        names = [f.name for f in storage.list(folder) if not f.is_dir]
+        return cls.from_file_names(names, layout_version=config.timeline_layout_version, folder=folder)
+
+    @classmethod
+    def from_file_names(cls, names: Iterable[str], *, layout_version: int, folder: str) -> Timeline:
+        """Build from a listing; names that are not timeline files are ignored."""
+        by_time: dict[str, list[tuple[Instant, str]]] = {}
+        for name in names:
+            instant = Instant.try_parse(name)
+            if instant is None:
+                continue
+            if instant.completion_time is not None and layout_version < 2:
+                continue
+            by_time.setdefault(instant.time, []).append((instant, name))
+        instants = []
+        files: dict[str, tuple[tuple[Instant, str], ...]] = {}
+        for time in sorted(by_time):
+            entries = sorted(by_time[time], key=lambda e: e[0].state)
+            files[time] = tuple(entries)
+            instants.append(entries[-1][0])
+        return cls(tuple(instants), layout_version, folder, files)
+
+    # -- queries -----------------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Instant]:
+        return iter(self.instants)
+
+    def __len__(self) -> int:
+        return len(self.instants)
+
+    def get(self, time: str) -> Instant | None:
+        """The instant at ``time`` in its latest state, or ``None``."""
+        entries = self.files.get(time)
+        return entries[-1][0] if entries else None
+
+    def completed(self) -> list[Instant]:
+        return [i for i in self.instants if i.state is State.COMPLETED]
+
+    def pending(self) -> list[Instant]:
+        return [i for i in self.instants if i.state is not State.COMPLETED]
+
+    def completed_writes(self) -> list[Instant]:
+        """Completed commits, deltacommits and replacecommits (including finished compactions/clusterings)."""
+        return [i for i in self.instants if i.state is State.COMPLETED and i.action in WRITE_ACTIONS]
+
+    def is_completed(self, time: str) -> bool:
+        instant = self.get(time)
+        return instant is not None and instant.state is State.COMPLETED
+
+    def latest_completed_write(self) -> Instant | None:
+        writes = self.completed_writes()
+        return writes[-1] if writes else None
+
+    def pending_compactions(self) -> list[Instant]:
+        """Compactions requested or inflight (not yet completed as commits)."""
+        return [i for i in self.pending() if i.action == COMPACTION]
+
+    def pending_log_compactions(self) -> list[Instant]:
+        return [i for i in self.pending() if i.action == LOG_COMPACTION]
+
+    def pending_clusterings(self, *, table_version: int) -> list[Instant]:
+        """Clusterings not yet completed: ``clustering`` (v8+) or ``replacecommit`` (v6) requested/inflight.
+
+        In v6 a pending replacecommit may also be an insert-overwrite; callers that care read the requested
+        metadata's operation type.
+        """
+        action = CLUSTERING if table_version >= 8 else REPLACE_COMMIT
+        return [i for i in self.pending() if i.action == action]
+
+    def requested_action(self, time: str) -> str | None:
+        """The action an instant was requested under (``compaction`` for a compaction that completed as a
+        ``commit``)."""
+        entries = self.files.get(time)
+        return entries[0][0].action if entries else None
+
+    def was_compaction(self, time: str) -> bool:
+        return self.requested_action(time) == COMPACTION
+
+    def file_of(self, time: str, state: State | None = None) -> str:
+        """Path (relative to the base path) of the instant's file in ``state`` (default: its latest state)."""
+        entries = self.files.get(time)
+        if not entries:
+            raise KeyError(f"no instant {time} on the timeline")
+        if state is None:
+            return f"{self.folder}/{entries[-1][1]}"
+        for instant, name in entries:
+            if instant.state is state:
+                return f"{self.folder}/{name}"
+        raise KeyError(f"instant {time} has no {state.name} file")
+
+    def completed_writes_in_range(self, start: str | None, end: str | None) -> list[Instant]:
+        """Completed write instants with ``start < time <= end`` (either bound may be open)."""
+        writes = self.completed_writes()
+        times = [i.time for i in writes]
+        lo = 0 if start is None else bisect.bisect_right(times, start)
+        hi = len(writes) if end is None else bisect.bisect_right(times, end)
+        return writes[lo:hi]
+
+    def filter_as_of(self, as_of: str | None) -> Timeline:
+        """The timeline as it was visible at ``as_of``: instants requested at or before it."""
+        if as_of is None:
+            return self
+        kept = tuple(i for i in self.instants if i.time <= as_of)
+        files = {t: f for t, f in self.files.items() if t <= as_of}
+        return Timeline(kept, self.layout_version, self.folder, files)
+
+
+def completed_action(action: str) -> str:
+    """The action an instant of ``action`` completes under."""
+    return COMPLETED_ACTION_OF.get(action, action)
+
+
+def write_action_for(table_is_mor: bool) -> str:
+    """The action of an ingestion write on a table of this type."""
+    return DELTA_COMMIT if table_is_mor else COMMIT
+
+
+def times(instants: Sequence[Instant]) -> list[str]:
+    return [i.time for i in instants]

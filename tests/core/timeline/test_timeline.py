@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from hoodie.timeline.instant import State
+from hoodie.timeline.timeline import Timeline
+
+V6_NAMES = [
+    "20250922132154428.deltacommit.requested",
+    "20250922132154428.deltacommit.inflight",
+    "20250922132154428.deltacommit",
+    "20250922132201931.compaction.requested",
+    "20250922132201931.compaction.inflight",
+    "20250922132201931.commit",
+    "20250922132203239.replacecommit.requested",
+    "20250922132203239.replacecommit.inflight",
+    "20250922132205093.deltacommit.requested",
+    "20250922132207268.compaction.requested",
+    ".20250922132154428.deltacommit.crc",
+    "hoodie.properties",
+    "archived",
+]
+
+
+def test_state_is_highest_file_present() -> None:
+    tl = Timeline.from_file_names(V6_NAMES, layout_version=1, folder=".hoodie")
+    assert [(i.time, i.action, i.state) for i in tl] == [
+        ("20250922132154428", "deltacommit", State.COMPLETED),
+        ("20250922132201931", "commit", State.COMPLETED),
+        ("20250922132203239", "replacecommit", State.INFLIGHT),
+        ("20250922132205093", "deltacommit", State.REQUESTED),
+        ("20250922132207268", "compaction", State.REQUESTED),
+    ]
+    assert tl.was_compaction("20250922132201931")
+    assert [i.time for i in tl.pending_compactions()] == ["20250922132207268"]
+    assert [i.time for i in tl.completed_writes()] == ["20250922132154428", "20250922132201931"]
+    assert tl.file_of("20250922132201931", State.REQUESTED) == ".hoodie/20250922132201931.compaction.requested"
+    assert tl.file_of("20250922132201931") == ".hoodie/20250922132201931.commit"
+
+
+def test_layout2_completion_times_and_as_of() -> None:
+    names = [
+        "20250920122812485.deltacommit.requested",
+        "20250920122812485.deltacommit.inflight",
+        "20250920122812485_20250920122815151.deltacommit",
+        "20250920122815757.deltacommit.requested",
+        "20250920122815757_20250920122817405.deltacommit",
+        "20250920122817842.deltacommit.inflight",
+    ]
+    tl = Timeline.from_file_names(names, layout_version=2, folder=".hoodie/timeline")
+    assert tl.get("20250920122812485").completion_time == "20250920122815151"  # type: ignore[union-attr]
+    assert [i.time for i in tl.filter_as_of("20250920122815757").completed_writes()] == [
+        "20250920122812485",
+        "20250920122815757",
+    ]
+    assert [i.time for i in tl.completed_writes_in_range("20250920122812485", None)] == ["20250920122815757"]
+    assert [i.time for i in tl.pending()] == ["20250920122817842"]
