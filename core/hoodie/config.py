@@ -81,7 +81,7 @@ def parse_properties(text: str) -> dict[str, str]:
     logical: list[str] = []
     pending = ""
     for raw in text.splitlines():
-        line = raw.lstrip(" \t\f") if not pending else raw.lstrip(" \t\f")
+        line = raw.lstrip(" \t\f")
         if not pending and (not line or line[0] in "#!"):
             continue
         # A line ending in an odd number of backslashes continues on the next line.
@@ -257,7 +257,12 @@ class TableConfig:
                     f"{TIMELINE_LAYOUT_VERSION}={layout_v} does not match table version {version} "
                     f"(expected {expected})"
                 )
-        for key in (POPULATE_META_FIELDS, HIVE_STYLE_PARTITIONING, URL_ENCODE_PARTITIONING, DROP_PARTITION_COLUMNS):
+        for key in (
+            POPULATE_META_FIELDS,
+            HIVE_STYLE_PARTITIONING,
+            URL_ENCODE_PARTITIONING,
+            DROP_PARTITION_COLUMNS,
+        ):
             if key in self.props:
                 _parse_bool(key, self.props[key])
         mode = self.props.get(RECORD_MERGE_MODE)
@@ -340,7 +345,7 @@ class TableConfig:
 
     @property
     def record_merge_mode(self) -> RecordMergeMode:
-        """The merge mode; for v6 tables inferred from the payload class and ordering field as Hudi 1.x does."""
+        """The merge mode; for v6 tables inferred from payload class and ordering field as Hudi 1.x does."""
         mode = self.props.get(RECORD_MERGE_MODE)
         if mode:
             return RecordMergeMode(mode.strip().upper())

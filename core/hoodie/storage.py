@@ -5,7 +5,7 @@ itself, ``.hoodie/timeline`` a folder below it). Backends are chosen by URI sche
 a plain path or ``file://`` is the local file system, ``s3://``, ``gs://``, ``abfs://``, ``hdfs://`` whatever
 pyarrow offers. No other module of :mod:`hoodie` touches a file system directly.
 
-Relative paths may not climb out of the base path: ``..`` components, absolute paths and empty components raise
+Relative paths may not climb out of the base path: ``..`` components, absolute paths, empty components raise
 :class:`~hoodie.errors.PathOutsideTable`, so a malformed plan cannot make us read or write elsewhere.
 """
 
@@ -129,7 +129,9 @@ class Storage:
             raise FileNotFoundError(full)
         rel = check_relative(path)
         is_dir = info.type == pafs.FileType.Directory
-        return FileInfo(rel, posixpath.basename(rel), 0 if is_dir else int(info.size or 0), info.mtime_ns, is_dir)
+        return FileInfo(
+            rel, posixpath.basename(rel), 0 if is_dir else int(info.size or 0), info.mtime_ns, is_dir
+        )
 
     def size(self, path: str) -> int:
         return self.info(path).size

@@ -35,7 +35,10 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
     table = Table.open(args.path)
     print(f"{'instant':<18} {'action':<14} {'state':<10} completion")
     for instant in table.timeline:
-        print(f"{instant.time:<18} {instant.action:<14} {instant.state.name:<10} {instant.completion_time or '-'}")
+        print(
+            f"{instant.time:<18} {instant.action:<14} {instant.state.name:<10} "
+            f"{instant.completion_time or '-'}"
+        )
     return 0
 
 

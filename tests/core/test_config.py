@@ -19,7 +19,10 @@ hoodie.timeline.path=timeline
 
 
 def test_properties_grammar() -> None:
-    text = "# comment\n! also comment\na=1\nb : two\nc\\:d=e\\:f\nlong=first \\\n    second\nempty=\nspaced   value\n"
+    text = (
+        "# comment\n! also comment\na=1\nb : two\nc\\:d=e\\:f\n"
+        "long=first \\\n    second\nempty=\nspaced   value\n"
+    )
     assert parse_properties(text) == {
         "a": "1",
         "b": "two",
@@ -63,7 +66,7 @@ def test_checksum_mismatch_is_an_error() -> None:
 
 
 def test_bad_boolean_names_key() -> None:
-    with pytest.raises(InvalidTableConfig, match="hoodie.populate.meta.fields"):
+    with pytest.raises(InvalidTableConfig, match=r"hoodie\.populate\.meta\.fields"):
         TableConfig.from_text(V8 + "hoodie.populate.meta.fields=yes\n")
 
 

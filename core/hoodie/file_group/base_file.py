@@ -1,4 +1,4 @@
-"""Base files: the columnar files of a file slice, named after their file group and the instant that wrote them.
+"""Base files: the columnar files of a file slice, named after their file group and writing instant.
 
 Grammar::
 
@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 from hoodie.errors import InvalidFileName
 
-_BASE_FILE_RE = re.compile(r"^(?P<file_id>[^.].*?)_(?P<token>\d+-\d+-\d+)_(?P<instant>\d{14,17})\.(?P<ext>[A-Za-z]+)$")
+_BASE_FILE_RE = re.compile(
+    r"^(?P<file_id>[^.].*?)_(?P<token>\d+-\d+-\d+)_(?P<instant>\d{14,17})\.(?P<ext>[A-Za-z]+)$"
+)
 
 UNKNOWN_WRITE_TOKEN = "1-0-1"
 

@@ -11,7 +11,7 @@ Rules (Hudi's ``HoodieTableFileSystemView``):
   (writers start it as soon as the compaction is requested).
 - File groups replaced by a completed replacecommit (clustering, insert-overwrite) at or before ``as_of`` are
   gone from the view.
-- A snapshot reads each group's latest slice; when that slice has no base file yet (a pending compaction), it is
+- A snapshot reads each group's latest slice; when that slice has no base file yet (pending compaction), it is
   merged with the slices before it down to the last base file. A read-optimized query reads the latest base
   file of each group and no logs.
 """
@@ -88,7 +88,9 @@ def build_file_groups(
 ) -> dict[FileGroupId, FileGroup]:
     """Group visible files into file groups and slices as of ``as_of`` (default: the latest instant)."""
     visible = timeline.filter_as_of(as_of)
-    committed = {i.time: i for i in visible.instants if i.state is State.COMPLETED and i.action in WRITE_ACTIONS}
+    committed = {
+        i.time: i for i in visible.instants if i.state is State.COMPLETED and i.action in WRITE_ACTIONS
+    }
     pending_compactions = pending_compactions or {}
 
     bases: dict[FileGroupId, list[DataFile]] = {}
@@ -178,7 +180,9 @@ def snapshot_slices(groups: Mapping[FileGroupId, FileGroup], replaced: set[FileG
     return out
 
 
-def read_optimized_slices(groups: Mapping[FileGroupId, FileGroup], replaced: set[FileGroupId]) -> list[FileSlice]:
+def read_optimized_slices(
+    groups: Mapping[FileGroupId, FileGroup], replaced: set[FileGroupId]
+) -> list[FileSlice]:
     """The latest base file of every live file group, without log files."""
     out = []
     for gid, group in groups.items():

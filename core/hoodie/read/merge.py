@@ -10,7 +10,7 @@ record key is chosen by the merge mode:
   a delete without one (null, or Hudi's default ``0``) removes every version written before it, and versions
   written after it compete as usual.
 
-A winner that is a delete (from a delete block, or a row with ``_hoodie_is_deleted = true``) removes the record.
+A winner that is a delete (a delete block, or a row with ``_hoodie_is_deleted = true``) removes the record.
 The merge is a function of the multiset of (position, value) candidates, so it is deterministic; for a fixed
 log order it is the same as merging the versions one by one, which is what Hudi's log scanner does.
 """
@@ -94,7 +94,9 @@ def merge_records(
     if len(data_parts) == 1 and not has_deletes and base is not None:
         return _drop_deleted_rows(base)
 
-    data = pa.concat_tables(data_parts, promote_options="permissive") if len(data_parts) > 1 else data_parts[0]
+    data = (
+        pa.concat_tables(data_parts, promote_options="permissive") if len(data_parts) > 1 else data_parts[0]
+    )
     event_time = mode is RecordMergeMode.EVENT_TIME_ORDERING and ordering_field is not None
     if event_time and ordering_field not in data.column_names:
         event_time = False
@@ -165,11 +167,17 @@ def merge_records(
             keep = pc.or_(pc.is_null(void), pc.greater_equal(cand.column("pos"), void))
             cand = cand.filter(pc.fill_null(keep, True))
             # Such a delete ranks below any later version whatever its value.
-            ord_col = pc.if_else(cand.column("default_delete"), pa.nulls(cand.num_rows, ord_type), cand.column("ord"))
+            ord_col = pc.if_else(
+                cand.column("default_delete"), pa.nulls(cand.num_rows, ord_type), cand.column("ord")
+            )
             cand = cand.set_column(cand.column_names.index("ord"), "ord", ord_col)
         order = pc.sort_indices(
             cand,
-            sort_keys=[("key", "ascending", "at_start"), ("ord", "ascending", "at_start"), ("pos", "ascending")],
+            sort_keys=[
+                ("key", "ascending", "at_start"),
+                ("ord", "ascending", "at_start"),
+                ("pos", "ascending"),
+            ],
         )
         sorted_c = cand.take(order)
         k = sorted_c.column("key").combine_chunks()
@@ -182,7 +190,9 @@ def merge_records(
             win = sorted_c.filter(pa.concat_arrays([changes, pa.array([True])]))
 
     # Winners that are data rows, in first-seen order; winners that are deletes have no data row.
-    firsts = first_seen.column("pos_min").take(pc.index_in(win.column("key"), value_set=first_seen.column("key")))
+    firsts = first_seen.column("pos_min").take(
+        pc.index_in(win.column("key"), value_set=first_seen.column("key"))
+    )
     rows = win.column("idx").take(pc.sort_indices(firsts))
     rows = pc.drop_null(rows.combine_chunks())
     return _drop_deleted_rows(data.take(rows))

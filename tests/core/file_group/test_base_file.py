@@ -16,7 +16,9 @@ def test_parse_and_print_back() -> None:
     assert BaseFile.parse("files-0000-0_0-5-4_00000000000000000.hfile").file_id == "files-0000-0"
 
 
-@pytest.mark.parametrize("name", [".hoodie_partition_metadata", "x.parquet", ".abc_1-0-1_20240101000000000.parquet"])
+@pytest.mark.parametrize(
+    "name", [".hoodie_partition_metadata", "x.parquet", ".abc_1-0-1_20240101000000000.parquet"]
+)
 def test_rejects_other_names(name: str) -> None:
     with pytest.raises(InvalidFileName):
         BaseFile.parse(name)

@@ -1,7 +1,12 @@
 from __future__ import annotations
 
 from hoodie.file_group.file_group import FileGroupId
-from hoodie.file_group.fs_view import build_file_groups, classify_listing, read_optimized_slices, snapshot_slices
+from hoodie.file_group.fs_view import (
+    build_file_groups,
+    classify_listing,
+    read_optimized_slices,
+    snapshot_slices,
+)
 from hoodie.storage import FileInfo
 from hoodie.timeline.timeline import Timeline
 

@@ -27,7 +27,10 @@ BASE = rows(["a", "b", "c"], [10, 10, 10], ["a0", "b0", "c0"])
 
 
 def test_commit_time_latest_write_wins_whatever_the_ordering_value() -> None:
-    log = [MergeInput(data=rows(["a", "b"], [5, 20], ["a1", "b1"])), MergeInput(data=rows(["a"], [1], ["a2"]))]
+    log = [
+        MergeInput(data=rows(["a", "b"], [5, 20], ["a1", "b1"])),
+        MergeInput(data=rows(["a"], [1], ["a2"])),
+    ]
     out = merge_records(BASE, log, mode=COMMIT)
     assert as_dict(out) == {"a": (1, "a2"), "b": (20, "b1"), "c": (10, "c0")}
 
@@ -51,7 +54,7 @@ def test_deletes_commit_time() -> None:
 
 
 def test_event_time_delete_with_ordering_value_competes() -> None:
-    # a: delete at 5 loses against the stored 10; b: delete at 10 wins the tie (later); c: default delete wins.
+    # a: delete at 5 loses to the stored 10; b: delete at 10 wins the tie (later); c: default delete wins.
     out = merge_records(BASE, [deletes(["a", "b", "c"], [5, 10, 0])], mode=EVENT, ordering_field="ts")
     assert as_dict(out) == {"a": (10, "a0")}
 
@@ -63,14 +66,26 @@ def test_default_delete_voids_earlier_versions_but_not_later_ones() -> None:
 
 
 def test_is_deleted_column() -> None:
-    log = [MergeInput(data=pa.table({"_hoodie_record_key": ["b"], "ts": pa.array([11], pa.int64()), "v": ["x"],
-                                     "_hoodie_is_deleted": [True]}))]
+    log = [
+        MergeInput(
+            data=pa.table(
+                {
+                    "_hoodie_record_key": ["b"],
+                    "ts": pa.array([11], pa.int64()),
+                    "v": ["x"],
+                    "_hoodie_is_deleted": [True],
+                }
+            )
+        )
+    ]
     out = merge_records(BASE, log, mode=EVENT, ordering_field="ts")
     assert sorted(out.column("_hoodie_record_key").to_pylist()) == ["a", "c"]
 
 
 def test_schema_evolution_adds_null_column_and_keeps_base_order() -> None:
-    newer = pa.table({"_hoodie_record_key": ["b"], "ts": pa.array([11], pa.int64()), "v": ["b1"], "extra": [1]})
+    newer = pa.table(
+        {"_hoodie_record_key": ["b"], "ts": pa.array([11], pa.int64()), "v": ["b1"], "extra": [1]}
+    )
     out = merge_records(BASE, [MergeInput(data=newer)], mode=COMMIT)
     assert out.column_names == ["_hoodie_record_key", "ts", "v", "extra"]
     assert out.column("_hoodie_record_key").to_pylist() == ["a", "b", "c"]
@@ -78,7 +93,9 @@ def test_schema_evolution_adds_null_column_and_keeps_base_order() -> None:
 
 
 def test_log_only_slice() -> None:
-    out = merge_records(None, [MergeInput(data=rows(["x", "x"], [1, 2], ["x1", "x2"]))], mode=EVENT, ordering_field="ts")
+    out = merge_records(
+        None, [MergeInput(data=rows(["x", "x"], [1, 2], ["x1", "x2"]))], mode=EVENT, ordering_field="ts"
+    )
     assert as_dict(out) == {"x": (2, "x2")}
 
 

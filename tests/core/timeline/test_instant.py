@@ -9,7 +9,13 @@ from hoodie.timeline.instant import Instant, State
 @pytest.mark.parametrize(
     ("name", "time", "action", "state", "completion"),
     [
-        ("20240402123035233.deltacommit.requested", "20240402123035233", "deltacommit", State.REQUESTED, None),
+        (
+            "20240402123035233.deltacommit.requested",
+            "20240402123035233",
+            "deltacommit",
+            State.REQUESTED,
+            None,
+        ),
         ("20240402123035233.deltacommit.inflight", "20240402123035233", "deltacommit", State.INFLIGHT, None),
         ("20240402123035233.inflight", "20240402123035233", "commit", State.INFLIGHT, None),
         ("20240402123035233.commit", "20240402123035233", "commit", State.COMPLETED, None),
@@ -26,9 +32,16 @@ from hoodie.timeline.instant import Instant, State
         ("20240402123035.clean", "20240402123035", "clean", State.COMPLETED, None),
     ],
 )
-def test_parse_and_print_back(name: str, time: str, action: str, state: State, completion: str | None) -> None:
+def test_parse_and_print_back(
+    name: str, time: str, action: str, state: State, completion: str | None
+) -> None:
     instant = Instant.parse(name)
-    assert (instant.time, instant.action, instant.state, instant.completion_time) == (time, action, state, completion)
+    assert (instant.time, instant.action, instant.state, instant.completion_time) == (
+        time,
+        action,
+        state,
+        completion,
+    )
     assert instant.file_name == name
 
 

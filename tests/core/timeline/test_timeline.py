@@ -32,7 +32,9 @@ def test_state_is_highest_file_present() -> None:
     assert tl.was_compaction("20250922132201931")
     assert [i.time for i in tl.pending_compactions()] == ["20250922132207268"]
     assert [i.time for i in tl.completed_writes()] == ["20250922132154428", "20250922132201931"]
-    assert tl.file_of("20250922132201931", State.REQUESTED) == ".hoodie/20250922132201931.compaction.requested"
+    assert (
+        tl.file_of("20250922132201931", State.REQUESTED) == ".hoodie/20250922132201931.compaction.requested"
+    )
     assert tl.file_of("20250922132201931") == ".hoodie/20250922132201931.commit"
 
 
