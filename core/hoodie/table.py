@@ -28,6 +28,7 @@ from hoodie.config import RecordMergeMode, TableConfig
 from hoodie.errors import CorruptBaseFile, HoodieError, UnsupportedTable
 from hoodie.file_group.file_group import FileGroup, FileGroupId, FileSlice
 from hoodie.file_group.fs_view import (
+    DataFile,
     build_file_groups,
     classify_listing,
     read_optimized_slices,
@@ -132,7 +133,7 @@ class Table:
         return MergeRules(mode, cfg.record_key_fields, ordering)
 
     def latest_avro_schema(self, as_of: str | None = None) -> str | None:
-        """The writer schema of the latest completed write (at or before ``as_of``) that recorded one, else the
+        """The writer schema of the latest completed write (at or before ``as_of``) recording one, else the
         table's create schema."""
         for instant in reversed(self.timeline.filter_as_of(as_of).completed_writes()):
             try:
@@ -156,8 +157,17 @@ class Table:
 
     # -- file-system view --------------------------------------------------------------------------------
 
-    def _listing(self) -> list[Any]:
-        entries = [f for f in self.storage.list("", recursive=True) if not f.path.startswith(".hoodie/")]
+    def _listing(self) -> list[DataFile]:
+        """Data files below the base path (partition folders; ``.hoodie`` and hidden folders skipped)."""
+        entries = []
+        for top in self.storage.list(""):
+            if top.name.startswith("."):
+                if not top.is_dir:
+                    entries.append(top)
+                continue
+            entries.append(top)
+            if top.is_dir:
+                entries.extend(self.storage.list(top.path, recursive=True))
         return classify_listing(entries)
 
     def _pending_compactions(self, as_of: str | None) -> dict[FileGroupId, str]:
@@ -228,22 +238,26 @@ class Table:
             else:
                 t = batch.table
                 steps.append(
-                    MergeInput(deletes=Deletes(t.column("_hoodie_record_key").combine_chunks(),
-                                               t.column("ordering_value").combine_chunks()))
+                    MergeInput(
+                        deletes=Deletes(
+                            t.column("_hoodie_record_key").combine_chunks(),
+                            t.column("ordering_value").combine_chunks(),
+                        )
+                    )
                 )
         if base is None and not any(s.data is not None for s in steps):
             return None
-        if base is None:
-            steps, base_input = steps, None
-        else:
-            base_input = base
         return merge_records(
-            base_input, steps, mode=rules.mode, key_fields=rules.key_fields, ordering_field=rules.ordering_field
+            base, steps, mode=rules.mode, key_fields=rules.key_fields, ordering_field=rules.ordering_field
         )
 
     def _read_slices(self, slices: Sequence[FileSlice], as_of: str | None) -> list[pa.Table]:
         include = self._visible_instant(as_of)
-        rules = self.merge_rules if self.config.is_mor else MergeRules(RecordMergeMode.COMMIT_TIME_ORDERING, (), None)
+        rules = (
+            self.merge_rules
+            if self.config.is_mor
+            else MergeRules(RecordMergeMode.COMMIT_TIME_ORDERING, (), None)
+        )
         if len(slices) <= 1:
             parts = [self._read_slice(s, include, rules) for s in slices]
         else:
@@ -339,8 +353,15 @@ def _align(result: pa.Table, schema: pa.Schema) -> pa.Table:
     return result.select(names)
 
 
-_OPS = {"=": "equal", "==": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal", ">": "greater",
-        ">=": "greater_equal"}
+_OPS = {
+    "=": "equal",
+    "==": "equal",
+    "!=": "not_equal",
+    "<": "less",
+    "<=": "less_equal",
+    ">": "greater",
+    ">=": "greater_equal",
+}
 
 
 def _filter_expression(filters: Iterable[Filter], schema: pa.Schema) -> pc.Expression:
@@ -352,7 +373,13 @@ def _filter_expression(filters: Iterable[Filter], schema: pa.Schema) -> pc.Expre
         field = pc.field(column)
         op_l = op.strip().lower()
         if op_l in ("in", "not in"):
-            values = value if isinstance(value, list | tuple) else json.loads(value) if isinstance(value, str) and value.startswith("[") else [value]
+            values = (
+                value
+                if isinstance(value, list | tuple)
+                else json.loads(value)
+                if isinstance(value, str) and value.startswith("[")
+                else [value]
+            )
             cond = field.isin(pa.array(values).cast(typ))
             if op_l == "not in":
                 cond = ~cond
