@@ -1,0 +1,258 @@
+"""Shared test fixtures: the real Hudi tables in ``../shared/fixtures`` and the hudi-rs oracle.
+
+Fixture tables are zips (``fixtures/tables/<source>/<name>.zip``) holding one or more tables; a table's base
+path is a folder with ``.hoodie/hoodie.properties`` (never one below ``.hoodie/metadata``, never in
+``__MACOSX``). They are found at collection time by reading the zips' listings, and unzipped at most once per
+session into a temporary folder; tests that change a table take a fresh copy (:func:`table_copy`).
+
+Tests ask for tables by parameter name and are parametrized here (``pytest_generate_tests``):
+
+- ``fixture_table``: every table in every zip;
+- ``supported_table`` / ``unsupported_table``: those we must read / must refuse (table version 3, 4, 5, 7 or
+  base file format LANCE, ORC, HFILE).
+
+The fixtures live outside the repository (``HOODIE_FIXTURES`` or ``<repo>/../shared/fixtures``); where they
+are absent, those tests skip and say where they looked.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import zipfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from hudi_oracle import HudiOracle
+
+FIXTURES_ENV = "HOODIE_FIXTURES"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PROPERTIES = ".hoodie/hoodie.properties"
+
+UNSUPPORTED_VERSIONS = frozenset({3, 4, 5, 7})
+UNSUPPORTED_FORMATS = frozenset({"LANCE", "ORC", "HFILE"})
+
+
+def fixtures_dir() -> Path:
+    """Where the fixtures are: ``$HOODIE_FIXTURES``, else ``<repo root>/../shared/fixtures``."""
+    env = os.environ.get(FIXTURES_ENV)
+    return Path(env).resolve() if env else (REPO_ROOT.parent / "shared" / "fixtures").resolve()
+
+
+def fixtures_missing_reason() -> str | None:
+    """Why fixture tests cannot run here, or ``None`` when the fixtures are present."""
+    tables = fixtures_dir() / "tables"
+    if not tables.is_dir():
+        return f"Hudi fixture tables not found at {tables} (set {FIXTURES_ENV} to the fixtures folder)"
+    return None
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """Just enough of the Java properties grammar to classify a fixture (``key=value``, ``\\:`` escapes).
+
+    Deliberately independent of :mod:`hoodie.config`, which is under test.
+    """
+    props: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!" or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        props[key.strip().replace("\\:", ":")] = value.strip().replace("\\:", ":").replace("\\=", "=")
+    return props
+
+
+@dataclass(frozen=True)
+class FixtureTable:
+    """One table inside one fixture zip, with its ``hoodie.properties`` as read from the zip."""
+
+    zip_path: Path
+    root_in_zip: str  # "" when the table is the zip's root folder
+    props: Mapping[str, str] = field(compare=False, repr=False)
+
+    @property
+    def source(self) -> str:
+        """The fixture folder the zip comes from: ``hudi-rs`` or ``apache-hudi``."""
+        return self.zip_path.parent.name
+
+    @property
+    def name(self) -> str:
+        return self.root_in_zip.rsplit("/", 1)[-1] if self.root_in_zip else self.zip_path.stem
+
+    @property
+    def id(self) -> str:
+        """``<source>/<zip name>:<root in zip>``, e.g. ``apache-hudi/hudi-v8-table-mor:hudi-v8-table-mor``."""
+        return f"{self.source}/{self.zip_path.stem}:{self.root_in_zip or '.'}"
+
+    @property
+    def version(self) -> int | None:
+        raw = self.props.get("hoodie.table.version", "").strip()
+        return int(raw) if raw.isdigit() else None
+
+    @property
+    def base_format(self) -> str:
+        return (self.props.get("hoodie.table.base.file.format") or "PARQUET").strip().upper()
+
+    @property
+    def is_mor(self) -> bool:
+        return self.props.get("hoodie.table.type", "").strip().upper() == "MERGE_ON_READ"
+
+    @property
+    def populates_meta_fields(self) -> bool:
+        return self.props.get("hoodie.populate.meta.fields", "true").strip().lower() != "false"
+
+    @property
+    def refusal(self) -> str | None:
+        """What must make us refuse this table (``"version 5"``, ``"LANCE"``), if anything."""
+        if self.version in UNSUPPORTED_VERSIONS:
+            return f"version {self.version}"
+        if self.base_format in UNSUPPORTED_FORMATS:
+            return self.base_format
+        return None
+
+
+@cache
+def discover_tables(root: Path | None = None) -> tuple[FixtureTable, ...]:
+    """Every table of every fixture zip (both folders), by reading the zips' listings only."""
+    base = (root or fixtures_dir()) / "tables"
+    found: list[FixtureTable] = []
+    for zip_path in sorted(base.glob("*/*.zip")):
+        with zipfile.ZipFile(zip_path) as zf:
+            for name in sorted(zf.namelist()):
+                if not name.endswith(PROPERTIES):
+                    continue
+                root_in_zip = name[: -len(PROPERTIES)].rstrip("/")
+                parts = PurePosixPath(root_in_zip).parts
+                if "__MACOSX" in parts or ".hoodie" in parts:
+                    continue  # resource forks; metadata tables (<base>/.hoodie/metadata)
+                props = read_properties(zf.read(name).decode("utf-8", errors="replace"))
+                found.append(FixtureTable(zip_path.resolve(), root_in_zip, props))
+    return tuple(found)
+
+
+def table_roots(folder: Path) -> list[Path]:
+    """Table base paths under an unzipped folder (metadata tables and ``__MACOSX`` left out)."""
+    roots = []
+    for props in sorted(folder.rglob(PROPERTIES)):
+        root = props.parent.parent
+        parts = root.relative_to(folder).parts
+        if "__MACOSX" in parts or ".hoodie" in parts:
+            continue
+        roots.append(root)
+    return roots
+
+
+class FixtureCache:
+    """Unzips each fixture zip at most once per session, into its own folder below ``base``."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self._extracted: dict[Path, Path] = {}
+
+    def extract(self, zip_path: Path) -> Path:
+        zip_path = zip_path.resolve()
+        if zip_path not in self._extracted:
+            target = self.base / zip_path.parent.name / zip_path.stem
+            if target.exists():
+                shutil.rmtree(target)
+            target.mkdir(parents=True)
+            with zipfile.ZipFile(zip_path) as zf:
+                zf.extractall(target)
+            self._extracted[zip_path] = target
+        return self._extracted[zip_path]
+
+    def roots(self, zip_path: Path) -> list[Path]:
+        """The table roots in a zip, unzipping it if needed."""
+        return table_roots(self.extract(zip_path))
+
+    def root(self, table: FixtureTable) -> Path:
+        """The unzipped base path of ``table``, shared by the session: never modify it (``table_copy``)."""
+        folder = self.extract(table.zip_path)
+        return folder / table.root_in_zip if table.root_in_zip else folder
+
+
+# -- parametrization ---------------------------------------------------------------------------------------
+
+_SELECTORS: dict[str, Callable[[FixtureTable], bool]] = {
+    "fixture_table": lambda t: True,
+    "supported_table": lambda t: t.refusal is None,
+    "unsupported_table": lambda t: t.refusal is not None,
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    for argname, select in _SELECTORS.items():
+        if argname not in metafunc.fixturenames:
+            continue
+        missing = fixtures_missing_reason()
+        if missing:
+            metafunc.parametrize(argname, [pytest.param(None, marks=pytest.mark.skip(reason=missing))])
+            continue
+        tables = [t for t in discover_tables() if select(t)]
+        metafunc.parametrize(argname, tables, ids=[t.id for t in tables])
+
+
+# -- fixtures ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def fixtures_path() -> Path:
+    """The fixtures folder; skips when it is absent."""
+    missing = fixtures_missing_reason()
+    if missing:
+        pytest.skip(missing)
+    return fixtures_dir()
+
+
+@pytest.fixture(scope="session")
+def fixture_cache(tmp_path_factory: pytest.TempPathFactory, fixtures_path: Path) -> FixtureCache:
+    """Unzipped fixture tables, shared by the session (read them; copy them before changing anything)."""
+    return FixtureCache(tmp_path_factory.mktemp("fixture_tables"))
+
+
+@pytest.fixture(scope="session")
+def fixture_tables(fixtures_path: Path) -> tuple[FixtureTable, ...]:
+    """Every table of every fixture zip (read from the zips' listings; nothing is unzipped)."""
+    return discover_tables()
+
+
+@pytest.fixture(scope="session")
+def fixture_root(fixture_cache: FixtureCache) -> Callable[[str], Path]:
+    """Look a fixture table up by its id (``FixtureTable.id``) and return its unzipped base path."""
+
+    def find(table_id: str) -> Path:
+        for table in discover_tables():
+            if table.id == table_id:
+                return fixture_cache.root(table)
+        known = ", ".join(t.id for t in discover_tables())
+        raise LookupError(f"no fixture table {table_id!r}; the fixtures hold: {known}")
+
+    return find
+
+
+@pytest.fixture
+def table_copy(tmp_path: Path, fixture_cache: FixtureCache) -> Callable[[FixtureTable | Path], Path]:
+    """A factory of fresh copies (in this test's tmp_path) of a fixture table or of any table folder."""
+    count = 0
+
+    def copy(table: FixtureTable | Path) -> Path:
+        nonlocal count
+        count += 1
+        source = fixture_cache.root(table) if isinstance(table, FixtureTable) else table
+        target = tmp_path / f"copy{count}" / source.name
+        shutil.copytree(source, target, symlinks=True)
+        for path in [target, *target.rglob("*")]:  # read-only sources (bad-input vectors) stay writable here
+            path.chmod(path.stat().st_mode | 0o200)
+        return target
+
+    return copy
+
+
+@pytest.fixture(scope="session")
+def hudi_oracle(tmp_path_factory: pytest.TempPathFactory) -> HudiOracle:
+    """hudi-rs, run in child processes, answers cached for the session."""
+    return HudiOracle(tmp_path_factory.mktemp("hudi_oracle"))
