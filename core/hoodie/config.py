@@ -236,7 +236,7 @@ class TableConfig:
             )
         fmt = self.props.get(BASE_FILE_FORMAT, BASE_FILE_FORMAT_DEFAULT).strip().upper()
         if fmt != "PARQUET":
-            raise UnsupportedTable(f"base file format {fmt!r} is not supported (only PARQUET)")
+            raise UnsupportedTable(f"hoodie.table.base.file.format={fmt!r} is not supported (only PARQUET)")
         self._require(NAME)
         raw_type = self._require(TABLE_TYPE)
         try:

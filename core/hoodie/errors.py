@@ -43,6 +43,10 @@ class CorruptLogBlock(HoodieError):
     """A log block's magic, lengths or content do not check out."""
 
 
+class SchemaMismatch(HoodieError):
+    """A file's column cannot be read as the table schema's type (an evolution Hudi does not allow)."""
+
+
 class CorruptBaseFile(HoodieError):
     """A base (Parquet) file cannot be read."""
 

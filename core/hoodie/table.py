@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hoodie.config import RecordMergeMode, TableConfig
-from hoodie.errors import CorruptBaseFile, HoodieError, UnsupportedTable
+from hoodie.errors import CorruptBaseFile, CorruptTimelineFile, HoodieError, UnsupportedTable
 from hoodie.file_group.file_group import FileGroup, FileGroupId, FileSlice
 from hoodie.file_group.fs_view import (
     DataFile,
@@ -35,6 +35,7 @@ from hoodie.file_group.fs_view import (
     snapshot_slices,
 )
 from hoodie.log.reader import scan_log_files
+from hoodie.read.conform import conform_table
 from hoodie.read.merge import Deletes, MergeInput, merge_records
 from hoodie.schema import avro_to_arrow_schema
 from hoodie.storage import Storage
@@ -111,8 +112,14 @@ class Table:
         current = self.timeline.get(time)
         if current is None:
             raise KeyError(f"no instant {time} on the timeline")
-        data = self.storage.read(self.timeline.file_of(time))
-        return decode_commit_metadata(data, table_version=self.config.table_version, action=current.action)
+        path = self.timeline.file_of(time)
+        data = self.storage.read(path)
+        try:
+            return decode_commit_metadata(
+                data, table_version=self.config.table_version, action=current.action
+            )
+        except CorruptTimelineFile as e:
+            raise CorruptTimelineFile(f"{self.base_path}/{path}: {e}") from e
 
     @cached_property
     def merge_rules(self) -> MergeRules:
@@ -136,11 +143,9 @@ class Table:
         """The writer schema of the latest completed write (at or before ``as_of``) recording one, else the
         table's create schema."""
         for instant in reversed(self.timeline.filter_as_of(as_of).completed_writes()):
-            try:
-                schema = self.commit_metadata(instant).extra_metadata.get("schema")
-            except HoodieError as e:
-                log.warning("table %s: cannot read metadata of %s: %s", self.base_path, instant, e)
-                continue
+            # A commit whose metadata cannot be decoded stops the read (CorruptTimelineFile naming it), as in
+            # Hudi: silently taking an older schema could drop or mistype columns.
+            schema = self.commit_metadata(instant).extra_metadata.get("schema")
             if schema:
                 return schema
         return self.config.create_schema
@@ -154,6 +159,12 @@ class Table:
         fields = [f for f in data if f.name not in META_COLUMNS]
         meta = [pa.field(c, pa.string()) for c in META_COLUMNS] if self.config.populate_meta_fields else []
         return pa.schema(meta + fields)
+
+    def read_schema(self) -> pa.Schema | None:
+        """The schema every query reads with: the latest table schema, also for time travel and incremental
+        queries (Hudi's default, ``hoodie.datasource.read.schema.use.end.instanttime=false``). Files written
+        with older schemas are conformed to it (:mod:`hoodie.read.conform`)."""
+        return self.arrow_schema(None)
 
     # -- file-system view --------------------------------------------------------------------------------
 
@@ -210,13 +221,19 @@ class Table:
 
     # -- reading -----------------------------------------------------------------------------------------
 
-    def _visible_instant(self, as_of: str | None) -> Any:
-        committed = {i.time for i in self.timeline.filter_as_of(as_of).completed_writes()}
-        return committed.__contains__
+    def _visible_instant(self, as_of: str | None) -> Callable[[str], bool]:
+        timeline = self.timeline
+        return lambda time: timeline.is_committed(time, as_of)
 
-    def read_file_slice(self, file_slice: FileSlice, *, as_of: str | None = None) -> pa.Table:
-        """The merged records of one file slice (all columns, meta columns as stored)."""
-        return self._read_slice(file_slice, self._visible_instant(as_of), self.merge_rules)
+    def read_file_slice(self, file_slice: FileSlice, *, as_of: str | None = None) -> pa.Table | None:
+        """The merged records of one file slice as of ``as_of``, in the latest table schema (meta columns as
+        stored), or ``None`` when the slice holds no record."""
+        return self._read_slice(file_slice, self._visible_instant(as_of), self._rules(), self.read_schema())
+
+    def _rules(self) -> MergeRules:
+        if self.config.is_mor:
+            return self.merge_rules
+        return MergeRules(RecordMergeMode.COMMIT_TIME_ORDERING, (), None)
 
     def _read_base(self, path: str) -> pa.Table:
         try:
@@ -225,8 +242,18 @@ class Table:
         except (OSError, pa.ArrowException) as e:
             raise CorruptBaseFile(f"cannot read base file {path}: {e}") from e
 
-    def _read_slice(self, file_slice: FileSlice, include: Any, rules: MergeRules) -> pa.Table | None:
-        base = self._read_base(file_slice.base_file_path) if file_slice.base_file_path else None
+    def _read_slice(
+        self,
+        file_slice: FileSlice,
+        include: Callable[[str], bool],
+        rules: MergeRules,
+        schema: pa.Schema | None,
+    ) -> pa.Table | None:
+        base = None
+        if file_slice.base_file_path:
+            base = self._read_base(file_slice.base_file_path)
+            if schema is not None:
+                base = conform_table(base, schema, source=file_slice.base_file_path)
         if not file_slice.log_files:
             return base
         scan = scan_log_files(self.storage, file_slice.log_file_paths, include_instant=include)
@@ -234,7 +261,10 @@ class Table:
         for batch in scan.batches:
             if batch.kind == "data":
                 if batch.table.num_rows:
-                    steps.append(MergeInput(data=batch.table))
+                    data = batch.table
+                    if schema is not None:
+                        data = conform_table(data, schema, source=batch.log_file)
+                    steps.append(MergeInput(data=data))
             else:
                 t = batch.table
                 steps.append(
@@ -251,18 +281,16 @@ class Table:
             base, steps, mode=rules.mode, key_fields=rules.key_fields, ordering_field=rules.ordering_field
         )
 
-    def _read_slices(self, slices: Sequence[FileSlice], as_of: str | None) -> list[pa.Table]:
+    def _read_slices(
+        self, slices: Sequence[FileSlice], as_of: str | None, schema: pa.Schema | None
+    ) -> list[pa.Table]:
         include = self._visible_instant(as_of)
-        rules = (
-            self.merge_rules
-            if self.config.is_mor
-            else MergeRules(RecordMergeMode.COMMIT_TIME_ORDERING, (), None)
-        )
+        rules = self._rules()
         if len(slices) <= 1:
-            parts = [self._read_slice(s, include, rules) for s in slices]
+            parts = [self._read_slice(s, include, rules, schema) for s in slices]
         else:
             with ThreadPoolExecutor(max_workers=min(8, len(slices))) as pool:
-                parts = list(pool.map(lambda s: self._read_slice(s, include, rules), slices))
+                parts = list(pool.map(lambda s: self._read_slice(s, include, rules, schema), slices))
         return [p for p in parts if p is not None]
 
     def read(
@@ -285,8 +313,9 @@ class Table:
         if as_of is not None:
             check_time(as_of)
         slices = self.file_slices(as_of, read_optimized)
-        parts = self._read_slices(slices, as_of)
-        return self._finish(parts, as_of, columns, filters)
+        schema = self.read_schema()
+        parts = self._read_slices(slices, as_of, schema)
+        return self._finish(parts, schema, columns, filters)
 
     def read_incremental(
         self,
@@ -305,7 +334,7 @@ class Table:
             )
         instants = self.timeline.completed_writes_in_range(start, end)
         if not instants:
-            return self._finish([], end, columns, filters)
+            return self._finish([], self.read_schema(), columns, filters)
         end_time = end or instants[-1].time
         touched: set[FileGroupId] = set()
         for instant in instants:
@@ -313,18 +342,18 @@ class Table:
             for partition, stats in md.partition_to_write_stats.items():
                 touched.update(FileGroupId(partition or "", s.file_id) for s in stats if s.file_id)
         slices = [s for s in self.file_slices(end_time) if s.group in touched]
-        parts = self._read_slices(slices, end_time)
+        schema = self.read_schema()
+        parts = self._read_slices(slices, end_time, schema)
         commit_filter: list[Filter] = [(COMMIT_TIME_COLUMN, ">", start), (COMMIT_TIME_COLUMN, "<=", end_time)]
-        return self._finish(parts, end_time, columns, [*commit_filter, *(filters or [])])
+        return self._finish(parts, schema, columns, [*commit_filter, *(filters or [])])
 
     def _finish(
         self,
         parts: list[pa.Table],
-        as_of: str | None,
+        schema: pa.Schema | None,
         columns: Sequence[str] | None,
         filters: Sequence[Filter] | None,
     ) -> pa.Table:
-        schema = self.arrow_schema(as_of)
         if parts:
             result = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
             if schema is not None:
@@ -332,10 +361,11 @@ class Table:
         elif schema is not None:
             result = schema.empty_table()
         else:
-            raise HoodieError(
-                f"table {self.base_path} has no schema yet: no completed commit records one and "
-                "hoodie.properties has no hoodie.table.create.schema"
-            )
+            # Nothing written and no create schema: no columns are known, and none are invented.
+            result = pa.schema([]).empty_table()
+        if not self.config.populate_meta_fields:
+            # The meta columns of such tables are not maintained (absent or null): not part of the result.
+            result = result.drop_columns([c for c in META_COLUMNS if c in result.column_names])
         if filters:
             result = result.filter(_filter_expression(filters, result.schema))
         if columns is not None:

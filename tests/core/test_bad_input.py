@@ -197,5 +197,10 @@ def test_commit_holding_a_json_array_stops_the_read_naming_the_file(invalid_comm
 
 def test_empty_commit_file_is_empty_metadata(invalid_commits: Path) -> None:
     table = Table.open(str(invalid_commits))
-    result = table.read(as_of=EMPTY_COMMIT)
-    assert result.num_rows == 0
+    metadata = table.commit_metadata(EMPTY_COMMIT)
+    assert metadata.partition_to_write_stats == {}
+    assert metadata.extra_metadata == {}
+    assert table.file_slices(as_of=EMPTY_COMMIT) == []
+    # Queries read with the latest table schema, which the corrupt later commit would hold: they stop.
+    with pytest.raises(CorruptTimelineFile, match=ARRAY_COMMIT):
+        table.read(as_of=EMPTY_COMMIT)

@@ -274,6 +274,9 @@ class LogicalTypesTable:
     rows_at: Mapping[str, int]  # write instant -> rows in the snapshot as of it
     keys: frozenset[str]  # the _row_key values of the latest snapshot
     read_optimized_rows: int
+    # Time travel before this instant reads files whose mislabeled millisecond columns cannot be repaired
+    # (see the v9 COW table below): their values are not checked, their types and everything else are.
+    unrepairable_before: str | None = None
 
 
 # Where these come from:
@@ -380,8 +383,15 @@ LOGICAL_TYPES: dict[str, LogicalTypesTable] = {
     "apache-hudi/trips_logical_types_json_cow_read_v8:.": LogicalTypesTable(
         {"20251024164813510": 17, "20251024165018842": 20}, _COW_KEYS, 20
     ),
+    # Its last commit (Hudi 1.1, after the upgrade to v9) rewrote every file with true microseconds and
+    # recorded ts_millis as timestamp-micros and local_ts_millis as local-timestamp-micros. Queries read with
+    # the latest table schema (Hudi's default), which then gives no sign that the first commit's files hold
+    # milliseconds labeled as microseconds: Hudi's repair keys on a millis column in the table schema.
     "apache-hudi/trips_logical_types_json_cow_read_v9:.": LogicalTypesTable(
-        {"20251024164830453": 17, "20251024165036371": 20, "20251107224258258": 20}, _COW_KEYS, 20
+        {"20251024164830453": 17, "20251024165036371": 20, "20251107224258258": 20},
+        _COW_KEYS,
+        20,
+        unrepairable_before="20251107224258258",
     ),
     "apache-hudi/trips_logical_types_json_mor_read_v6:.": LogicalTypesTable(
         _mor("20251024182242750", "20251024182253249", "20251024182307819", "20251024182423329"),
@@ -462,6 +472,8 @@ def check_logical_types(case: Case, ask: Ask, ours: pa.Table, oracle: HudiOracle
             "dec_fixed_large": str(row["dec_fixed_large"]),
         }
         for column, value in expected.items():
+            if spec.unrepairable_before and as_of < spec.unrepairable_before and column.endswith("ts_millis"):
+                continue
             if got[column] != value:
                 wrong.append(f"{key} {column}: ours={got[column]!r} expected={value!r}")
     assert not wrong, f"{context}: values differ from Hudi's (first 10):\n  " + "\n  ".join(wrong[:10])

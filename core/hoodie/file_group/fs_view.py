@@ -2,7 +2,8 @@
 
 Rules (Hudi's ``HoodieTableFileSystemView``):
 
-- A base file is visible when the instant in its name is a completed write at or before ``as_of``.
+- A base file is visible when the instant in its name is a completed write at or before ``as_of``, or is
+  older than the write timeline's start (archived, hence committed).
 - Table version 6: a log file belongs to the slice whose base instant its name carries. Its blocks carry their
   own instant times and are filtered when read (uncommitted and rolled-back blocks are ignored then).
 - Table version 8+: a log file is named after the deltacommit that wrote it and is visible when that
@@ -89,20 +90,34 @@ def build_file_groups(
     """Group visible files into file groups and slices as of ``as_of`` (default: the latest instant)."""
     visible = timeline.filter_as_of(as_of)
     committed = {
-        i.time: i for i in visible.instants if i.state is State.COMPLETED and i.action in WRITE_ACTIONS
+        i.time: i.completion_time or i.time
+        for i in visible.instants
+        if i.state is State.COMPLETED and i.action in WRITE_ACTIONS
     }
+    # Instants older than the write timeline's start were archived: committed, as in Hudi. Their completion
+    # time is in the archived timeline, which is not read; their instant time stands in for it.
+    start = timeline.write_timeline_start()
+
+    def is_committed(time: str) -> bool:
+        if time in committed:
+            return True
+        if start is not None and time < start and (as_of is None or time <= as_of):
+            committed[time] = time
+            return True
+        return False
+
     pending_compactions = pending_compactions or {}
 
     bases: dict[FileGroupId, list[DataFile]] = {}
     logs: dict[FileGroupId, list[DataFile]] = {}
     for f in files:
         if f.base is not None:
-            if f.base.instant_time not in committed:
+            if not is_committed(f.base.instant_time):
                 continue
             bases.setdefault(FileGroupId(f.partition_path, f.base.file_id), []).append(f)
         elif f.log is not None:
             if table_version >= 8:
-                if f.log.instant not in committed:
+                if not is_committed(f.log.instant):
                     continue
             elif as_of is not None and f.log.instant > as_of:
                 continue
@@ -126,7 +141,7 @@ def build_file_groups(
         for f in logs.get(gid, ()):
             assert f.log is not None
             if table_version >= 8:
-                key = _slice_for_v8_log(f.log.instant, committed[f.log.instant].completion_time, sorted_keys)
+                key = _slice_for_v8_log(f.log.instant, committed[f.log.instant], sorted_keys)
             else:
                 key = f.log.instant
             if key not in slice_logs:

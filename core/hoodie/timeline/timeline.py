@@ -95,6 +95,30 @@ class Timeline:
         instant = self.get(time)
         return instant is not None and instant.state is State.COMPLETED
 
+    def write_timeline_start(self) -> str | None:
+        """The first instant of the write timeline (completed writes, and compactions in any state).
+
+        Instants before it were archived; Hudi's file-system view counts files and log blocks of such
+        instants as committed (``containsOrBeforeTimelineStarts``), and so do we.
+        """
+        for i in self.instants:
+            if i.action in (COMPACTION, LOG_COMPACTION) or (
+                i.state is State.COMPLETED and i.action in WRITE_ACTIONS
+            ):
+                return i.time
+        return None
+
+    def is_committed(self, time: str, as_of: str | None = None) -> bool:
+        """Whether a write at ``time`` counts as committed as of ``as_of``: it completed on the active
+        timeline, or it is older than the write timeline's start (archived)."""
+        if as_of is not None and time > as_of:
+            return False
+        instant = self.get(time)
+        if instant is not None:
+            return instant.state is State.COMPLETED and instant.action in WRITE_ACTIONS
+        start = self.write_timeline_start()
+        return start is not None and time < start
+
     def latest_completed_write(self) -> Instant | None:
         writes = self.completed_writes()
         return writes[-1] if writes else None

@@ -55,3 +55,29 @@ def test_layout2_completion_times_and_as_of() -> None:
     ]
     assert [i.time for i in tl.completed_writes_in_range("20250920122812485", None)] == ["20250920122815757"]
     assert [i.time for i in tl.pending()] == ["20250920122817842"]
+
+
+def test_instants_before_the_write_timeline_start_count_as_committed() -> None:
+    names = [
+        "20240101000000000.savepoint",  # savepoints do not start the write timeline
+        "20240102000000000.deltacommit.requested",  # pending: not the start either
+        "20240103000000000.deltacommit.requested",
+        "20240103000000000.deltacommit.inflight",
+        "20240103000000000.deltacommit",
+        "20240104000000000.deltacommit.requested",
+    ]
+    tl = Timeline.from_file_names(names, layout_version=1, folder=".hoodie")
+    assert tl.write_timeline_start() == "20240103000000000"
+    assert tl.is_committed("20231231000000000")  # archived
+    assert not tl.is_committed("20231231000000000", as_of="20231230000000000")
+    assert not tl.is_committed("20240102000000000")  # on the timeline, pending
+    assert tl.is_committed("20240103000000000")
+    assert not tl.is_committed("20240103000000000", as_of="20240102000000000")
+    assert not tl.is_committed("20240104000000000")
+    assert not tl.is_committed("20240105000000000")  # unknown and after the start: never written
+
+
+def test_empty_timeline_has_no_start_and_nothing_committed() -> None:
+    tl = Timeline.from_file_names([], layout_version=2, folder=".hoodie/timeline")
+    assert tl.write_timeline_start() is None
+    assert not tl.is_committed("20240101000000000")
