@@ -324,7 +324,13 @@ class Table:
         columns: Sequence[str] | None = None,
         filters: Sequence[Filter] | None = None,
     ) -> pa.Table:
-        """Records written by commits in ``(start, end]``, in their latest version as of ``end``."""
+        """Records written by the write instants in ``(start, end]``, in their latest version as of ``end``.
+
+        As in Hudi, the bounds are instant (requested) times on table version 6 and *completion* times on
+        8 and 9: a v8+ query returns what was committed in that window of wall-clock time, whatever the
+        instants' requested times. The records returned are those whose ``_hoodie_commit_time`` is one of
+        the selected instants, read from the file groups those instants wrote.
+        """
         check_time(start)
         if end is not None:
             check_time(end)
@@ -332,10 +338,18 @@ class Table:
             raise UnsupportedTable(
                 "incremental queries need _hoodie_commit_time, but this table does not populate meta fields"
             )
-        instants = self.timeline.completed_writes_in_range(start, end)
+        if self.config.table_version >= 8:
+            instants = [
+                i
+                for i in self.timeline.completed_writes()
+                if start < (i.completion_time or i.time)
+                and (end is None or (i.completion_time or i.time) <= end)
+            ]
+        else:
+            instants = self.timeline.completed_writes_in_range(start, end)
         if not instants:
             return self._finish([], self.read_schema(), columns, filters)
-        end_time = end or instants[-1].time
+        end_time = max(i.time for i in instants)
         touched: set[FileGroupId] = set()
         for instant in instants:
             md = self.commit_metadata(instant)
@@ -344,7 +358,7 @@ class Table:
         slices = [s for s in self.file_slices(end_time) if s.group in touched]
         schema = self.read_schema()
         parts = self._read_slices(slices, end_time, schema)
-        commit_filter: list[Filter] = [(COMMIT_TIME_COLUMN, ">", start), (COMMIT_TIME_COLUMN, "<=", end_time)]
+        commit_filter: list[Filter] = [(COMMIT_TIME_COLUMN, "in", [i.time for i in instants])]
         return self._finish(parts, schema, columns, [*commit_filter, *(filters or [])])
 
     def _finish(
