@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from compare import assert_same_rows
+from hoodie import Table
+from hoodied.cli import main
+
+MOR_TABLE = "apache-hudi/hudi-v8-table-mor:hudi-v8-table-mor"
+
+
+def test_missing_table_is_one_line_and_status_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["read", str(tmp_path / "nope"), "--out", str(tmp_path / "o.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("hoodied: error: TableNotFound:")
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_bad_instant_time_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    props = tmp_path / "t" / ".hoodie" / "hoodie.properties"
+    props.parent.mkdir(parents=True)
+    props.write_text("hoodie.table.name=t\nhoodie.table.type=COPY_ON_WRITE\nhoodie.table.version=6\n")
+    assert (
+        main(["read", str(tmp_path / "t"), "--out", str(tmp_path / "o.parquet"), "--as-of", "yesterday"]) == 2
+    )
+    assert "yesterday" in capsys.readouterr().err
+
+
+def test_runs_as_a_module_with_the_same_error_contract(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hoodied.cli", "timeline", str(tmp_path)], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("hoodied: error:")
+
+
+def test_read_writes_the_query_result(
+    fixture_root: Callable[[str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = fixture_root(MOR_TABLE)
+    table = Table.open(str(root))
+    first = table.timeline.completed_writes()[0].time
+    keys = ["_hoodie_partition_path", "_hoodie_record_key"]
+    for extra, expected in [
+        ([], table.read()),
+        (["--read-optimized"], table.read(read_optimized=True)),
+        (["--as-of", first], table.read(as_of=first)),
+    ]:
+        out = tmp_path / "out.parquet"
+        assert main(["read", str(root), "--out", str(out), *extra]) == 0
+        assert f"wrote {expected.num_rows} rows" in capsys.readouterr().out
+        assert_same_rows(pq.read_table(out), expected, keys, context=f"hoodied read {extra}")
+
+
+def test_timeline_and_fsview_print_every_instant_and_slice(
+    fixture_root: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = fixture_root(MOR_TABLE)
+    table = Table.open(str(root))
+    assert main(["timeline", str(root)]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert [line.split()[:3] for line in lines] == [[i.time, i.action, i.state.name] for i in table.timeline]
+    assert main(["fsview", str(root)]) == 0
+    out = capsys.readouterr().out
+    for s in table.file_slices():
+        assert f"file group {s.group}" in out
+        if s.base_file:
+            assert s.base_file.file_name in out
+        for lf in s.log_files:
+            assert lf.file_name in out
