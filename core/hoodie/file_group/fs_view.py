@@ -29,7 +29,6 @@ from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroup, FileGroupId, FileSlice
 from hoodie.log.log_file import LogFile
 from hoodie.storage import FileInfo
-from hoodie.timeline.instant import WRITE_ACTIONS, State
 from hoodie.timeline.timeline import Timeline
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
@@ -88,36 +87,18 @@ def build_file_groups(
     pending_compactions: Mapping[FileGroupId, str] | None = None,
 ) -> dict[FileGroupId, FileGroup]:
     """Group visible files into file groups and slices as of ``as_of`` (default: the latest instant)."""
-    visible = timeline.filter_as_of(as_of)
-    committed = {
-        i.time: i.completion_time or i.time
-        for i in visible.instants
-        if i.state is State.COMPLETED and i.action in WRITE_ACTIONS
-    }
-    # Instants older than the write timeline's start were archived: committed, as in Hudi. Their completion
-    # time is in the archived timeline, which is not read; their instant time stands in for it.
-    start = timeline.write_timeline_start()
-
-    def is_committed(time: str) -> bool:
-        if time in committed:
-            return True
-        if start is not None and time < start and (as_of is None or time <= as_of):
-            committed[time] = time
-            return True
-        return False
-
     pending_compactions = pending_compactions or {}
 
     bases: dict[FileGroupId, list[DataFile]] = {}
     logs: dict[FileGroupId, list[DataFile]] = {}
     for f in files:
         if f.base is not None:
-            if not is_committed(f.base.instant_time):
+            if not timeline.is_committed(f.base.instant_time, as_of):
                 continue
             bases.setdefault(FileGroupId(f.partition_path, f.base.file_id), []).append(f)
         elif f.log is not None:
             if table_version >= 8:
-                if not is_committed(f.log.instant):
+                if not timeline.is_committed(f.log.instant, as_of):
                     continue
             elif as_of is not None and f.log.instant > as_of:
                 continue
@@ -141,7 +122,9 @@ def build_file_groups(
         for f in logs.get(gid, ()):
             assert f.log is not None
             if table_version >= 8:
-                key = _slice_for_v8_log(f.log.instant, committed[f.log.instant], sorted_keys)
+                key = _slice_for_v8_log(
+                    f.log.instant, timeline.completion_time_of(f.log.instant), sorted_keys
+                )
             else:
                 key = f.log.instant
             if key not in slice_logs:

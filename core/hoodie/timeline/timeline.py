@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from hoodie.config import TableConfig
 from hoodie.storage import Storage
@@ -101,6 +102,10 @@ class Timeline:
         Instants before it were archived; Hudi's file-system view counts files and log blocks of such
         instants as committed (``containsOrBeforeTimelineStarts``), and so do we.
         """
+        return self._write_start
+
+    @cached_property
+    def _write_start(self) -> str | None:
         for i in self.instants:
             if i.action in (COMPACTION, LOG_COMPACTION) or (
                 i.state is State.COMPLETED and i.action in WRITE_ACTIONS
@@ -116,8 +121,14 @@ class Timeline:
         instant = self.get(time)
         if instant is not None:
             return instant.state is State.COMPLETED and instant.action in WRITE_ACTIONS
-        start = self.write_timeline_start()
+        start = self._write_start
         return start is not None and time < start
+
+    def completion_time_of(self, time: str) -> str:
+        """When a committed write completed: its completion time (v8+), else its instant time (v6, and
+        archived instants, whose completion times live in the archived timeline, which is not read)."""
+        instant = self.get(time)
+        return (instant.completion_time if instant else None) or time
 
     def latest_completed_write(self) -> Instant | None:
         writes = self.completed_writes()
