@@ -48,6 +48,7 @@ from hoodie.errors import UnsupportedTable
 
 __all__ = [
     "CompiledSchema",
+    "arrow_to_avro_schema",
     "avro_records_to_arrow",
     "avro_to_arrow_schema",
     "compile_avro_schema",
@@ -386,3 +387,105 @@ def _max_digits(size: int) -> int:
 def _short(value: Any) -> str:
     text = json.dumps(value) if not isinstance(value, str) else value
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+# -- Arrow -> Avro -----------------------------------------------------------------------------------------
+
+
+def arrow_to_avro_schema(schema: pa.Schema, *, record_name: str, namespace: str) -> dict[str, Any]:
+    """The Avro record schema a Hudi writer records for rows of this Arrow schema.
+
+    As Spark's Avro conversion (which Hudi's Spark writer uses) produces it: record ``<record_name>`` in
+    ``<namespace>``, nested records named ``<parent>.<field>`` in namespace ``<namespace>.<record_name>``, and
+    every nullable field a union ``["null", T]`` with default null. Types are the inverse of the table in the
+    module docstring; decimals become named ``fixed`` of the minimal size for their precision, as Spark
+    writes them. Meta columns (``_hoodie_*``) are left out: Hudi records the schema without them.
+
+    Raises :class:`~hoodie.errors.UnsupportedTable` naming the field for types Avro cannot hold (unsigned
+    64-bit integers, unions, durations, maps with non-string keys).
+    """
+    fields = [f for f in schema if not f.name.startswith("_hoodie_") or f.name == "_hoodie_is_deleted"]
+    return _avro_record(fields, record_name, namespace, path="")
+
+
+def _avro_record(fields: Sequence[pa.Field], name: str, namespace: str, path: str) -> dict[str, Any]:
+    out: list[dict[str, Any]] = []
+    for f in fields:
+        where = f"{path}.{f.name}" if path else f.name
+        typ = _avro_type(f.type, f.name, f"{namespace}.{name}", where)
+        if f.nullable:
+            out.append({"name": f.name, "type": ["null", typ], "default": None})
+        else:
+            out.append({"name": f.name, "type": typ})
+    return {"type": "record", "name": name, "namespace": namespace, "fields": out}
+
+
+_ARROW_PRIMITIVE_TO_AVRO: dict[pa.DataType, str] = {
+    pa.bool_(): "boolean",
+    pa.int8(): "int",
+    pa.int16(): "int",
+    pa.int32(): "int",
+    pa.uint8(): "int",
+    pa.uint16(): "int",
+    pa.int64(): "long",
+    pa.uint32(): "long",
+    pa.float16(): "float",
+    pa.float32(): "float",
+    pa.float64(): "double",
+    pa.string(): "string",
+    pa.large_string(): "string",
+    pa.string_view(): "string",
+    pa.binary(): "bytes",
+    pa.large_binary(): "bytes",
+    pa.binary_view(): "bytes",
+}
+
+
+def _avro_type(t: pa.DataType, name: str, namespace: str, where: str) -> Any:
+    if t in _ARROW_PRIMITIVE_TO_AVRO:
+        return _ARROW_PRIMITIVE_TO_AVRO[t]
+    if pa.types.is_dictionary(t):
+        return _avro_type(t.value_type, name, namespace, where)
+    if pa.types.is_timestamp(t):
+        if t.unit == "s":
+            raise UnsupportedTable(f"field {where}: timestamp[s] has no Avro logical type; cast to ms first")
+        unit = {"ms": "millis", "us": "micros", "ns": "nanos"}[t.unit]
+        return {"type": "long", "logicalType": f"{'timestamp' if t.tz else 'local-timestamp'}-{unit}"}
+    if pa.types.is_date32(t):
+        return {"type": "int", "logicalType": "date"}
+    if pa.types.is_time32(t):
+        return {"type": "int", "logicalType": "time-millis"}
+    if pa.types.is_time64(t):
+        return {"type": "long", "logicalType": "time-micros"}
+    if pa.types.is_decimal(t):
+        size = _decimal_bytes(t.precision)
+        return {
+            "type": "fixed",
+            "name": name,
+            "namespace": namespace,
+            "size": size,
+            "logicalType": "decimal",
+            "precision": t.precision,
+            "scale": t.scale,
+        }
+    if pa.types.is_fixed_size_binary(t):
+        return {"type": "fixed", "name": name, "namespace": namespace, "size": t.byte_width}
+    if pa.types.is_struct(t):
+        return _avro_record([t.field(i) for i in range(t.num_fields)], name, namespace, where)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        item = _avro_type(t.value_type, name, namespace, f"{where}[]")
+        return {"type": "array", "items": ["null", item] if t.value_field.nullable else item}
+    if pa.types.is_map(t):
+        if not (pa.types.is_string(t.key_type) or pa.types.is_large_string(t.key_type)):
+            raise UnsupportedTable(f"field {where}: Avro maps need string keys, not {t.key_type}")
+        value = _avro_type(t.item_type, name, namespace, f"{where}{{}}")
+        return {"type": "map", "values": ["null", value] if t.item_field.nullable else value}
+    raise UnsupportedTable(f"field {where}: Arrow type {t} has no Avro equivalent")
+
+
+def _decimal_bytes(precision: int) -> int:
+    """The fewest bytes whose two's complement holds every ``precision``-digit value (Spark's rule)."""
+    size = 1
+    while 2 ** (8 * size - 1) - 1 < 10**precision - 1:
+        size += 1
+    return size

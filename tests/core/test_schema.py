@@ -422,3 +422,41 @@ def test_hudi_table_create_schema_with_null_last_unions() -> None:
     assert arrow.field("arrayField").type == pa.list_(
         pa.field("element", pa.struct([pa.field("f1", pa.string())]))
     )
+
+
+def test_arrow_to_avro_round_trips_through_avro_to_arrow() -> None:
+    from hoodie.schema import arrow_to_avro_schema
+
+    arrow = pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            ("ts", pa.int64()),
+            ("price", pa.decimal128(10, 2)),
+            ("big", pa.decimal128(38, 9)),
+            ("at", pa.timestamp("us", tz="UTC")),
+            ("local", pa.timestamp("ms")),
+            ("day", pa.date32()),
+            ("flag", pa.bool_()),
+            ("nested", pa.struct([("a", pa.int32()), ("b", pa.list_(pa.float64()))])),
+            ("tags", pa.map_(pa.string(), pa.string())),
+        ]
+    )
+    avro = arrow_to_avro_schema(arrow, record_name="trips_record", namespace="hoodie.trips")
+    assert avro["name"] == "trips_record"
+    assert avro["namespace"] == "hoodie.trips"
+    assert avro["fields"][0] == {"name": "id", "type": "string"}
+    assert avro["fields"][1] == {"name": "ts", "type": ["null", "long"], "default": None}
+    price = avro["fields"][2]["type"][1]
+    assert (price["type"], price["size"], price["precision"], price["scale"]) == ("fixed", 5, 10, 2)
+    assert avro["fields"][3]["type"][1]["size"] == 16
+    assert avro_to_arrow_schema(avro) == arrow
+
+
+def test_arrow_to_avro_leaves_meta_columns_out_and_refuses_what_avro_cannot_hold() -> None:
+    from hoodie.schema import arrow_to_avro_schema
+
+    with_meta = pa.schema([("_hoodie_commit_time", pa.string()), ("_hoodie_is_deleted", pa.bool_())])
+    names = [f["name"] for f in arrow_to_avro_schema(with_meta, record_name="r", namespace="n")["fields"]]
+    assert names == ["_hoodie_is_deleted"]
+    with pytest.raises(UnsupportedTable, match="field d: Arrow type duration"):
+        arrow_to_avro_schema(pa.schema([("d", pa.duration("s"))]), record_name="r", namespace="n")
