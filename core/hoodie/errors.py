@@ -47,6 +47,10 @@ class SchemaMismatch(HoodieError):
     """A file's column cannot be read as the table schema's type (an evolution Hudi does not allow)."""
 
 
+class InvalidRecordKey(HoodieError):
+    """A row's record key is null or empty (Hudi's ``HoodieKeyException``)."""
+
+
 class CorruptBaseFile(HoodieError):
     """A base (Parquet) file cannot be read."""
 
@@ -61,3 +65,49 @@ class StorageError(HoodieError):
 
 class FileAlreadyExists(StorageError):
     """A create-if-absent found the file already present."""
+
+
+class TableAlreadyExists(HoodieError):
+    """A new table was to be created where ``.hoodie/hoodie.properties`` already exists."""
+
+
+class CommitConflict(HoodieError):
+    """Another writer changed the instant first: the transition definitely did not happen.
+
+    Raised when a timeline transition finds the instant in another state than the one it starts from (the
+    previous state's file is missing, or the next state's file is already there), or when the atomic
+    create-if-absent of the new file loses a race. Nothing was written by the failed call, so the caller may
+    re-read the timeline and decide; it must not clean up what the winner wrote.
+    """
+
+
+class LockRequired(HoodieError):
+    """An operation needs the table lock and none was given (object stores offer no atomic
+    create-if-absent, and v8+ completion times must be taken under the lock)."""
+
+
+class LockError(HoodieError):
+    """The table lock cannot be taken or released as asked."""
+
+
+class LockTimeout(LockError):
+    """The table lock was not acquired within the timeout; the message names the current holder."""
+
+
+class LockLost(LockError):
+    """The lock expired or was taken over while we believed we held it: work done under it may have raced."""
+
+
+class CorruptBloomFilter(HoodieError):
+    """A serialized bloom filter cannot be decoded.
+
+    Raised for a base file footer's ``org.apache.hudi.bloomfilter`` that is not Base64, whose bytes do not
+    parse, or whose type code is neither ``SIMPLE`` nor ``DYNAMIC_V0``.
+    """
+
+
+class InvalidWriteConfig(HoodieError):
+    """A write option (``hoodie.parquet.*``, ``hoodie.index.bloom.*``, ...) holds a value that cannot be used.
+
+    The message names the key and the value.
+    """
