@@ -1,0 +1,272 @@
+"""The table lock: one writer at a time changes what must change atomically across processes.
+
+Instant times are taken under it, and so are completions of v8+ instants (their completion times) and every
+timeline transition on stores without an atomic create-if-absent. A :class:`LockProvider` is deliberately
+small (acquire with a timeout, release, ``is_held``, ``with``) so that a ZooKeeper lock shared with Hudi's
+``ZookeeperBasedLockProvider`` can stand behind the same protocol.
+
+:class:`FileSystemLock` is the lock for tables on a local file system, in the place Hudi's
+``FileSystemBasedLockProvider`` uses by default, ``<base path>/.hoodie/lock``:
+
+- Acquiring is an atomic create-if-absent of the lock file. The file holds one JSON object naming the holder
+  (``{"token": ..., "owner": "<host>:<pid>", "acquired_at_ms": ..., "expires_at_ms": ...}``); Hudi writes a
+  ``LockInfo`` text there instead, which we read as "held by someone else".
+- A lock whose holder declared an expiry that has passed may be broken (deleted) by anyone; a lock file we do
+  not understand (Hudi's) expires ``expire_seconds`` after its modification time, as Hudi's
+  ``hoodie.write.lock.filesystem.expire`` does (there in minutes). ``expire_seconds=0`` means never, Hudi's
+  default.
+- Only the lock file with a given content is ever deleted (by its holder on release, or by a breaker when it
+  is stale), and the check-then-delete runs while holding a per-content guard file
+  ``<lock>.<digest>.break`` created with create-if-absent; so a breaker that saw an old lock cannot delete
+  the new one someone else just took. Guard files live for milliseconds; one left by a crashed process is
+  removed after :data:`GUARD_STALE_SECONDS`.
+
+Differences from Hudi's provider: Hudi's ``unlock`` deletes the lock file whatever it holds, and expiry is
+only by modification time; ours deletes only its own file (reporting :class:`~hoodie.errors.LockLost` when
+the file was taken over) and expires by the holder's declared time. Both exclude each other: each treats an
+existing file as held until it expires. Holding the lock past its expiry voids the guarantee: keep critical
+sections well below ``expire_seconds``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
+
+from hoodie.errors import FileAlreadyExists, LockError, LockLost, LockTimeout
+from hoodie.storage import Storage
+
+DEFAULT_LOCK_PATH = ".hoodie/lock"
+DEFAULT_EXPIRE_SECONDS = 60.0
+DEFAULT_ACQUIRE_TIMEOUT_SECONDS = 60.0
+GUARD_STALE_SECONDS = 10.0
+
+
+@runtime_checkable
+class LockProvider(Protocol):
+    """A mutual-exclusion lock for one table, across processes (and hosts, for lock servers).
+
+    ``acquire`` raises :class:`~hoodie.errors.LockTimeout` when the lock is not free within ``timeout``
+    seconds; ``release`` raises :class:`~hoodie.errors.LockLost` when the lock turned out to be taken over.
+    ``is_held`` is true between a successful ``acquire`` and ``release`` while the lock is still ours
+    (not expired, session not lost); callers that find it true are inside their own critical section.
+    ``with lock:`` acquires with the provider's default timeout.
+    """
+
+    def acquire(self, timeout: float) -> None: ...
+
+    def release(self) -> None: ...
+
+    @property
+    def is_held(self) -> bool: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """What a lock file says about its holder.
+
+    ``token`` identifies the file's content (ours: the holder's random token; anything else: a digest of the
+    bytes); ``expires_at`` is in seconds since the epoch, ``None`` for never.
+    """
+
+    token: str
+    owner: str
+    expires_at: float | None
+
+    def is_stale(self, now: float) -> bool:
+        return self.expires_at is not None and now > self.expires_at
+
+
+class FileSystemLock:
+    """The table lock as a file created with create-if-absent (local file systems only).
+
+    ``path`` is relative to the table's base path; ``expire_seconds`` bounds how long a crashed holder blocks
+    others (0: forever, until removed by hand); ``acquire_timeout`` is the wait of ``with lock:``.
+    One object is one holder: it is not re-entrant and not meant to be shared between threads.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        path: str = DEFAULT_LOCK_PATH,
+        expire_seconds: float = DEFAULT_EXPIRE_SECONDS,
+        *,
+        acquire_timeout: float = DEFAULT_ACQUIRE_TIMEOUT_SECONDS,
+        poll_seconds: float = 0.02,
+    ) -> None:
+        if not storage.is_local:
+            raise LockError(
+                f"FileSystemLock needs a file system with atomic create-if-absent; {storage.uri} is not "
+                "local (use a lock server, such as the daemon's ZooKeeper lock)"
+            )
+        if expire_seconds < 0:
+            raise ValueError(f"expire_seconds={expire_seconds} is negative (0 means never)")
+        self._storage = storage
+        self._path = path
+        self._expire_seconds = float(expire_seconds)
+        self._acquire_timeout = float(acquire_timeout)
+        self._poll_seconds = float(poll_seconds)
+        self._token: str | None = None
+        self._expires_at: float | None = None
+
+    def __repr__(self) -> str:
+        state = "held" if self._token else "free"
+        return f"FileSystemLock({self._storage.full_path(self._path)!r}, {state})"
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    # -- the protocol ------------------------------------------------------------------------------------
+
+    @property
+    def is_held(self) -> bool:
+        if self._token is None:
+            return False
+        return self._expires_at is None or time.time() < self._expires_at
+
+    def acquire(self, timeout: float) -> None:
+        if self._token is not None:
+            raise LockError(f"{self!r} is already held by this object; it is not re-entrant")
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            token = uuid.uuid4().hex
+            now = time.time()
+            expires_at = now + self._expire_seconds if self._expire_seconds > 0 else None
+            try:
+                self._storage.create(self._path, self._content(token, now, expires_at))
+            except FileAlreadyExists:
+                pass
+            else:
+                self._token, self._expires_at = token, expires_at
+                return
+            holder = self.holder()
+            if holder is None:
+                continue  # released between our create and our look: try again at once
+            stale = holder.is_stale(time.time())
+            if stale and self._delete_if_current(holder.token, only_if_stale=True):
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                who = holder.owner + (" (expired, being broken by another process)" if stale else "")
+                raise LockTimeout(
+                    f"could not take the table lock {self._storage.full_path(self._path)} within "
+                    f"{timeout:g} s: held by {who}"
+                )
+            time.sleep(min(remaining, self._poll_seconds * (0.5 + random.random())))
+
+    def release(self) -> None:
+        token = self._token
+        if token is None:
+            raise LockError(f"{self!r} is not held by this object")
+        self._token, self._expires_at = None, None
+        deleted = self._delete_if_current(token, only_if_stale=False)
+        if not deleted:
+            raise LockLost(
+                f"the table lock {self._storage.full_path(self._path)} was no longer ours when released "
+                "(it expired and was broken, or is being broken): work done under it may have raced"
+            )
+
+    def __enter__(self) -> Self:
+        self.acquire(self._acquire_timeout)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    # -- inspection --------------------------------------------------------------------------------------
+
+    def holder(self) -> LockHolder | None:
+        """The current holder as the lock file says, or ``None`` when the lock is free."""
+        try:
+            mtime_ns = self._storage.info(self._path).mtime_ns
+            data = self._storage.read(self._path)
+        except FileNotFoundError:
+            return None
+        return self._parse(data, mtime_ns)
+
+    # -- internals ---------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _content(token: str, now: float, expires_at: float | None) -> bytes:
+        doc = {
+            "token": token,
+            "owner": f"{socket.gethostname()}:{os.getpid()}",
+            "acquired_at_ms": int(now * 1000),
+            "expires_at_ms": None if expires_at is None else int(expires_at * 1000),
+        }
+        return json.dumps(doc, sort_keys=True).encode("utf-8")
+
+    def _parse(self, data: bytes, mtime_ns: int | None) -> LockHolder:
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("token"), str):
+            expires_ms = doc.get("expires_at_ms")
+            expires_at = float(expires_ms) / 1000 if isinstance(expires_ms, int | float) else None
+            return LockHolder(doc["token"], str(doc.get("owner", "?")), expires_at)
+        # Someone else's lock file (Hudi's FileSystemBasedLockProvider writes its LockInfo text): it expires
+        # by modification time, as in Hudi.
+        digest = hashlib.sha256(data).hexdigest()
+        expires_at = None
+        if self._expire_seconds > 0 and mtime_ns is not None:
+            expires_at = mtime_ns / 1e9 + self._expire_seconds
+        first_line = data[:80].decode("utf-8", errors="replace").splitlines()[:1]
+        owner = f"another program ({first_line[0] if first_line else 'empty lock file'!s})"
+        return LockHolder(f"sha256:{digest}", owner, expires_at)
+
+    def _guard_path(self, token: str) -> str:
+        return f"{self._path}.{hashlib.sha1(token.encode()).hexdigest()[:16]}.break"
+
+    def _delete_if_current(self, token: str, *, only_if_stale: bool) -> bool:
+        """Delete the lock file if it still is the one with ``token`` (and, if asked, still stale).
+
+        Runs under the guard file of that token, so two processes never both act on the same lock file and
+        a lock taken after the check is never deleted. Returns whether this call deleted the file.
+        """
+        guard = self._guard_path(token)
+        try:
+            self._storage.create(guard, b"")
+        except FileAlreadyExists:
+            self._clear_stale_guard(guard)
+            return False
+        try:
+            current = self.holder()
+            if current is None or current.token != token:
+                return False
+            if only_if_stale and not current.is_stale(time.time()):
+                return False
+            return self._storage.delete(self._path)
+        finally:
+            self._storage.delete(guard)
+
+    def _clear_stale_guard(self, guard: str) -> None:
+        try:
+            mtime_ns = self._storage.info(guard).mtime_ns
+        except FileNotFoundError:
+            return
+        if mtime_ns is not None and time.time() - mtime_ns / 1e9 > GUARD_STALE_SECONDS:
+            self._storage.delete(guard)
