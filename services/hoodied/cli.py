@@ -3,6 +3,8 @@
     hoodied read PATH --out FILE.parquet [--as-of T] [--read-optimized]
     hoodied timeline PATH
     hoodied fsview PATH [--as-of T]
+    hoodied generate PATH --table-type mor --table-version 8 --rows N --commits K --update-fraction F
+                     --delete-fraction D --partitions P [--log-format avro|parquet] [--seed S]
 
 Errors print one line (``hoodied: error: ...``) to stderr and exit with status 2 for bad input (a table we
 refuse, a damaged file) or 1 for anything unexpected.
@@ -59,6 +61,32 @@ def _cmd_fsview(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from hoodie.write.generate import GenerateSpec, generate_table
+
+    spec = GenerateSpec(
+        table_type="MERGE_ON_READ" if args.table_type == "mor" else "COPY_ON_WRITE",
+        table_version=args.table_version,
+        rows=args.rows,
+        commits=args.commits,
+        update_fraction=args.update_fraction,
+        delete_fraction=args.delete_fraction,
+        partitions=args.partitions,
+        log_format=args.log_format,
+        seed=args.seed,
+        name=args.name,
+    )
+    for result in generate_table(args.path, spec):
+        md = result.metadata
+        files = len(md.write_stats)
+        rows = sum(s.num_writes or 0 for s in md.write_stats)
+        print(
+            f"{result.instant_time} {result.instant.action} {md.operation_type}: "
+            f"{files} files, {rows} rows written"
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hoodied", description="Table services for Apache Hudi tables.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -78,6 +106,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--as-of", dest="as_of")
     p.set_defaults(func=_cmd_fsview)
+
+    p = sub.add_parser("generate", help="create a table of generated trips (deterministic for a seed)")
+    p.add_argument("path")
+    p.add_argument("--table-type", choices=["cow", "mor"], default="mor")
+    p.add_argument("--table-version", type=int, choices=[6, 8, 9], default=8)
+    p.add_argument("--rows", type=int, default=1000, help="rows per commit")
+    p.add_argument("--commits", type=int, default=3)
+    p.add_argument("--update-fraction", type=float, default=0.2, help="of the live records, per later commit")
+    p.add_argument(
+        "--delete-fraction", type=float, default=0.05, help="of the live records, per later commit"
+    )
+    p.add_argument("--partitions", type=int, default=4, help="0 for an unpartitioned table")
+    p.add_argument("--log-format", choices=["avro", "parquet"], default="avro")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--name", default="trips", help="table name")
+    p.set_defaults(func=_cmd_generate)
     return parser
 
 
