@@ -81,6 +81,15 @@ class CommitConflict(HoodieError):
     """
 
 
+class WriteConflict(CommitConflict):
+    """Another writer committed to the same file groups after this write took its view of the table
+    (optimistic concurrency control, as Hudi's ``SimpleConcurrentFileWritesConflictResolutionStrategy``).
+
+    The write definitely did not commit: its instant stays inflight and its files are invisible to readers
+    until a rollback removes them. Retry the batch on a fresh view.
+    """
+
+
 class LockRequired(HoodieError):
     """An operation needs the table lock and none was given (object stores offer no atomic
     create-if-absent, and v8+ completion times must be taken under the lock)."""

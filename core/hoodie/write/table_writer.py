@@ -15,8 +15,10 @@ atomic commit, following what Hudi's Java client does with the bloom index:
    id); MOR appends them to the file group as a log file (an Avro or Parquet data block, a delete block).
 5. Inserts: first into small files (base files under ``small_file_limit`` with no log files), rewriting them
    merged with the new rows, then into new file groups of at most ``max_file_bytes`` worth of rows.
-6. Every file is announced by a marker before it is written; the commit metadata (write stats, the writer's
-   Avro schema) completes the instant; the markers are deleted.
+6. Every file is announced by a marker before it is written. Under the lock, the commit is checked against
+   writes that completed since the batch took its view (optimistic concurrency: touching the same file group
+   is a :class:`~hoodie.errors.WriteConflict`, and the instant stays inflight); then the commit metadata
+   (write stats, the writer's Avro schema) completes the instant and the markers are deleted.
 
 A crash before step 6 leaves an inflight instant whose files no reader sees (they belong to no completed
 instant): a later rollback removes them. Inserts are never tagged against log files, as with Hudi's bloom
@@ -29,7 +31,7 @@ import contextlib
 import datetime as dt
 import random
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -40,7 +42,7 @@ import pyarrow.parquet as pq
 
 from hoodie.bloom import read_bloom_filter
 from hoodie.config import RecordMergeMode, TableConfig, create_table_properties
-from hoodie.errors import FileAlreadyExists, HoodieError, SchemaMismatch
+from hoodie.errors import FileAlreadyExists, HoodieError, SchemaMismatch, WriteConflict
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileSlice
 from hoodie.keygen import partition_paths, record_keys
@@ -232,7 +234,7 @@ class TableWriter:
         action = DELTA_COMMIT if cfg.is_mor else COMMIT
         version = cfg.table_version
         timeline_writer = TimelineWriter(self.storage, cfg, self.lock)
-        with self.lock:
+        with self._locked():
             instant_time = InstantTimeGenerator(cfg.timeline_timezone).next(self.storage, cfg)
             requested = timeline_writer.request(action, instant_time)
         inflight_md = CommitMetadata(operation_type=operation, extra_metadata={"schema": avro_json})
@@ -246,11 +248,42 @@ class TableWriter:
             operation_type=operation,
             compacted=False,
         )
-        completed = timeline_writer.complete(
-            inflight, encode_commit_metadata(metadata, table_version=version, action=action)
-        )
+        content = encode_commit_metadata(metadata, table_version=version, action=action)
+        with self._locked():
+            self._check_conflicts(table, instant_time, metadata)
+            completed = timeline_writer.complete(inflight, content)
         job.markers.delete_all()
         return CommitResult(completed, metadata)
+
+    def _check_conflicts(self, view: Table, instant_time: str, metadata: CommitMetadata) -> None:
+        """Refuse to complete when a write that completed after ``view`` was taken touched one of our file
+        groups (its new base file or log would be lost, or ours would hide it). Called under the lock."""
+        ours = {(s.partition_path or "", s.file_id) for s in metadata.write_stats if s.file_id}
+        seen = {i.time for i in view.timeline.completed()}
+        fresh = self._open_table()
+        for other in fresh.timeline.completed_writes():
+            if other.time in seen or other.time == instant_time:
+                continue
+            md = fresh.commit_metadata(other)
+            theirs = {(s.partition_path or "", s.file_id) for s in md.write_stats if s.file_id}
+            theirs |= set(md.replaced_file_ids)
+            overlap = ours & theirs
+            if overlap:
+                groups = ", ".join(f"{p or '<table>'}/{f}" for p, f in sorted(overlap)[:5])
+                raise WriteConflict(
+                    f"instant {instant_time} conflicts with {other.action} {other.time}, which completed "
+                    f"after this write began and also wrote file group(s) {groups}; {instant_time} stays "
+                    "inflight (invisible) and was not committed: retry the batch"
+                )
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the table lock for the block (re-entrant: a caller already holding it keeps it)."""
+        if self.lock.is_held:
+            yield
+            return
+        with self.lock:
+            yield
 
     def _open_table(self) -> Table:
         config = TableConfig.load(self.storage)
