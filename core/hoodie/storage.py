@@ -11,9 +11,11 @@ Relative paths may not climb out of the base path: ``..`` components, absolute p
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -202,6 +204,51 @@ class Storage:
                 f.write(data)
         except (OSError, pa.ArrowException) as e:
             raise StorageError(f"cannot write {full}: {e}") from e
+
+    @contextlib.contextmanager
+    def create_stream(self, path: str, *, overwrite: bool = False) -> Iterator[pa.NativeFile]:
+        """Write a file through a stream, with :meth:`create`'s guarantees, without holding it in memory.
+
+        Local file system: the stream writes a temporary file in the target folder, which is synced and
+        hard-linked into place when the block ends (create-if-absent, :class:`FileAlreadyExists` when taken);
+        on an error nothing appears at ``path``. Object stores: as :meth:`create`, only with ``overwrite``
+        (an object appears when its upload completes).
+        """
+        full = self.full_path(path)
+        parent = posixpath.dirname(full)
+        if not self.is_local:
+            if not overwrite:
+                raise StorageError(
+                    f"atomic create-if-absent of {full} is not available on {type(self._fs).__name__}; "
+                    "take the table lock and overwrite explicitly"
+                )
+            try:
+                self._fs.create_dir(parent, recursive=True)
+                with self._fs.open_output_stream(full) as out:
+                    yield out
+            except (OSError, pa.ArrowException) as e:
+                raise StorageError(f"cannot write {full}: {e}") from e
+            return
+        os.makedirs(parent, exist_ok=True)
+        tmp = f"{parent}/.{posixpath.basename(full)}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+        try:
+            with pa.OSFile(tmp, "wb") as out:
+                yield out
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if overwrite:
+                os.replace(tmp, full)
+            else:
+                try:
+                    os.link(tmp, full)
+                except FileExistsError as e:
+                    raise FileAlreadyExists(full) from e
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
     def delete(self, path: str, *, missing_ok: bool = True) -> bool:
         """Delete one file. Returns whether it existed."""

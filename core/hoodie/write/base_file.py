@@ -472,10 +472,10 @@ def write_base_file(
 
     footer: dict[str, str] = {AVRO_SCHEMA_KEY: writer_schema, WRITER_MODEL_KEY: WRITER_MODEL}
     with_bloom = populate_meta_fields and options.bloom_filter_enabled
-    sink = pa.BufferOutputStream()
     # The key footers (bloom filter, key range) are computed while pyarrow encodes the rows: both release
     # the GIL for their heavy parts (numpy hashing, parquet encoding), so the filter costs little time.
     with (
+        storage.create_stream(path) as sink,
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="hoodie-bloom") as pool,
         pq.ParquetWriter(
             sink,
@@ -496,13 +496,13 @@ def write_base_file(
         lo, hi, bloom_type, extra = key_footer.result() if key_footer is not None else (None, None, None, {})
         footer.update(extra)
         writer.add_key_value_metadata(footer)
-    buffer = sink.getvalue()
-    metadata = pq.read_metadata(pa.BufferReader(buffer))
-    storage.create(path, buffer.to_pybytes())
+    with storage.open_input_file(path) as written:
+        metadata = pq.read_metadata(written)
+        size = written.size()
     return BaseFileStats(
         path=path,
         num_rows=data.num_rows,
-        file_size_bytes=buffer.size,
+        file_size_bytes=size,
         total_uncompressed_bytes=sum(
             metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)
         ),
