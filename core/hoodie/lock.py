@@ -30,6 +30,7 @@ sections well below ``expire_seconds``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -37,6 +38,7 @@ import random
 import socket
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
@@ -76,6 +78,17 @@ class LockProvider(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+@contextlib.contextmanager
+def held(lock: LockProvider) -> Iterator[None]:
+    """Hold ``lock`` for the block; a caller that already holds it keeps it (re-entrant use of a lock
+    object that is not itself re-entrant)."""
+    if lock.is_held:
+        yield
+        return
+    with lock:
+        yield
 
 
 @dataclass(frozen=True)

@@ -52,10 +52,13 @@ def check_relative(path: str) -> str:
 class Storage:
     """Files below one base path, on one backend."""
 
-    def __init__(self, fs: pafs.FileSystem, root: str, uri: str) -> None:
+    def __init__(
+        self, fs: pafs.FileSystem, root: str, uri: str, options: Mapping[str, str] | None = None
+    ) -> None:
         self._fs = fs
         self._root = root.rstrip("/") or "/"
         self.uri = uri
+        self.options: dict[str, str] = dict(options or {})  # to open the same storage elsewhere (executors)
         self.is_local = isinstance(fs, pafs.LocalFileSystem)
 
     @classmethod
@@ -78,7 +81,7 @@ class Storage:
                 fs, root = pafs.FileSystem.from_uri(uri)
         except (pa.ArrowException, ValueError, TypeError) as e:
             raise StorageError(f"cannot open storage for {uri!r}: {e}") from e
-        return cls(fs, root, uri)
+        return cls(fs, root, uri, options)
 
     # -- paths -------------------------------------------------------------------------------------------
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -34,13 +35,19 @@ from hoodie.file_group.fs_view import (
     read_optimized_slices,
     snapshot_slices,
 )
+from hoodie.keygen import record_keys
 from hoodie.log.reader import scan_log_files
 from hoodie.read.conform import conform_table
 from hoodie.read.merge import Deletes, MergeInput, merge_records
 from hoodie.schema import avro_to_arrow_schema
 from hoodie.storage import Storage
 from hoodie.timeline.instant import REPLACE_COMMIT, Instant, State, check_time
-from hoodie.timeline.metadata import CommitMetadata, decode_commit_metadata, decode_compaction_plan
+from hoodie.timeline.metadata import (
+    CommitMetadata,
+    decode_commit_metadata,
+    decode_compaction_plan,
+    decode_requested_replace_metadata,
+)
 from hoodie.timeline.timeline import Timeline
 
 log = logging.getLogger(__name__)
@@ -75,6 +82,26 @@ class MergeRules:
     ordering_field: str | None
 
 
+@dataclass(frozen=True)
+class SliceMerge:
+    """The merged records of a file slice (``None`` when it holds none) and what the merge read."""
+
+    table: pa.Table | None
+    base_records: int = 0
+    log_records: int = 0  # data rows and deleted keys of the log blocks that count
+    log_keys: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))  # distinct keys in the logs
+    log_blocks: int = 0
+    corrupt_blocks: int = 0
+    rollback_blocks: int = 0
+    scan_ms: int = 0
+
+
+def _keys_of(data: pa.Table, rules: MergeRules) -> pa.Array:
+    if "_hoodie_record_key" in data.column_names:
+        return data.column("_hoodie_record_key").combine_chunks().cast(pa.string())
+    return record_keys(data, rules.key_fields)
+
+
 class Table:
     """An open Hudi table. Cheap to create; re-open (or :meth:`refresh`) to see new commits."""
 
@@ -92,6 +119,12 @@ class Table:
         :class:`~hoodie.errors.InvalidTableConfig` for a damaged ``hoodie.properties``.
         """
         storage = Storage.for_uri(uri, storage_options)
+        config = TableConfig.load(storage)
+        return cls(storage, config, Timeline.load(storage, config))
+
+    @classmethod
+    def load(cls, storage: Storage) -> Table:
+        """Open the table on ``storage`` (config and timeline read now)."""
         config = TableConfig.load(storage)
         return cls(storage, config, Timeline.load(storage, config))
 
@@ -189,6 +222,39 @@ class Table:
                 out[FileGroupId(op.partition_path, op.file_id)] = instant.time
         return out
 
+    def pending_compaction_file_groups(self) -> dict[FileGroupId, str]:
+        """File groups in a pending compaction plan, each with the compaction's instant time."""
+        return self._pending_compactions(None)
+
+    def pending_log_compaction_file_groups(self) -> dict[FileGroupId, str]:
+        """File groups in a pending log compaction plan, each with its instant time."""
+        out: dict[FileGroupId, str] = {}
+        for instant in self.timeline.pending_log_compactions():
+            data = self.storage.read(self.timeline.file_of(instant.time, State.REQUESTED))
+            for op in decode_compaction_plan(data).operations:
+                out[FileGroupId(op.partition_path, op.file_id)] = instant.time
+        return out
+
+    def pending_clustering_file_groups(self) -> dict[FileGroupId, str]:
+        """File groups a pending clustering rewrites, each with the clustering's instant time (pending v6
+        replacecommits without a clustering plan, INSERT OVERWRITEs, hold none)."""
+        out: dict[FileGroupId, str] = {}
+        for instant in self.timeline.pending_clusterings(table_version=self.config.table_version):
+            try:
+                data = self.storage.read(self.timeline.file_of(instant.time, State.REQUESTED))
+            except KeyError:
+                continue  # an inflight without its requested file: nothing planned to protect
+            plan = decode_requested_replace_metadata(data).clustering_plan
+            if plan is None:
+                continue
+            for s in plan.slices:
+                out[FileGroupId(s.partition_path, s.file_id)] = instant.time
+        return out
+
+    def replaced_file_groups(self, as_of: str | None = None) -> set[FileGroupId]:
+        """File groups replaced by completed replacecommits (clustering, insert overwrite) as of ``as_of``."""
+        return self._replaced_file_groups(as_of)
+
     def _replaced_file_groups(self, as_of: str | None) -> set[FileGroupId]:
         replaced: set[FileGroupId] = set()
         for instant in self.timeline.filter_as_of(as_of).completed_writes():
@@ -242,6 +308,11 @@ class Table:
         except (OSError, pa.ArrowException) as e:
             raise CorruptBaseFile(f"cannot read base file {path}: {e}") from e
 
+    def merge_file_slice(self, file_slice: FileSlice, *, as_of: str | None = None) -> SliceMerge:
+        """Merge one file slice as of ``as_of`` (as :meth:`read_file_slice`), with what the merge saw:
+        compaction reports these numbers in its write stats."""
+        return self._merge_slice(file_slice, self._visible_instant(as_of), self._rules(), self.read_schema())
+
     def _read_slice(
         self,
         file_slice: FileSlice,
@@ -249,15 +320,28 @@ class Table:
         rules: MergeRules,
         schema: pa.Schema | None,
     ) -> pa.Table | None:
+        return self._merge_slice(file_slice, include, rules, schema).table
+
+    def _merge_slice(
+        self,
+        file_slice: FileSlice,
+        include: Callable[[str], bool],
+        rules: MergeRules,
+        schema: pa.Schema | None,
+    ) -> SliceMerge:
+        started = time.monotonic()
         base = None
         if file_slice.base_file_path:
             base = self._read_base(file_slice.base_file_path)
             if schema is not None:
                 base = conform_table(base, schema, source=file_slice.base_file_path)
         if not file_slice.log_files:
-            return base
+            return SliceMerge(base, base.num_rows if base is not None else 0)
         scan = scan_log_files(self.storage, file_slice.log_file_paths, include_instant=include)
+        scan_ms = int((time.monotonic() - started) * 1000)
         steps: list[MergeInput] = []
+        log_keys: list[pa.Array] = []
+        log_records = 0
         for batch in scan.batches:
             if batch.kind == "data":
                 if batch.table.num_rows:
@@ -265,20 +349,30 @@ class Table:
                     if schema is not None:
                         data = conform_table(data, schema, source=batch.log_file)
                     steps.append(MergeInput(data=data))
+                    log_records += data.num_rows
+                    log_keys.append(_keys_of(data, rules))
             else:
                 t = batch.table
-                steps.append(
-                    MergeInput(
-                        deletes=Deletes(
-                            t.column("_hoodie_record_key").combine_chunks(),
-                            t.column("ordering_value").combine_chunks(),
-                        )
-                    )
-                )
-        if base is None and not any(s.data is not None for s in steps):
-            return None
-        return merge_records(
-            base, steps, mode=rules.mode, key_fields=rules.key_fields, ordering_field=rules.ordering_field
+                keys = t.column("_hoodie_record_key").combine_chunks()
+                steps.append(MergeInput(deletes=Deletes(keys, t.column("ordering_value").combine_chunks())))
+                log_records += len(keys)
+                log_keys.append(keys)
+        merged = None
+        if base is not None or any(s.data is not None for s in steps):
+            merged = merge_records(
+                base, steps, mode=rules.mode, key_fields=rules.key_fields, ordering_field=rules.ordering_field
+            )
+        return SliceMerge(
+            merged,
+            base_records=base.num_rows if base is not None else 0,
+            log_records=log_records,
+            log_keys=pc.unique(pa.chunked_array(log_keys, pa.string()))
+            if log_keys
+            else pa.array([], pa.string()),
+            log_blocks=scan.blocks_read,
+            corrupt_blocks=len(scan.corrupt_blocks),
+            rollback_blocks=scan.rollback_blocks,
+            scan_ms=scan_ms,
         )
 
     def _read_slices(

@@ -81,6 +81,8 @@ class LogScan:
 
     batches: list[LogBatch]
     corrupt_blocks: list[CorruptBlock]
+    blocks_read: int = 0  # every block met, corrupt ones included
+    rollback_blocks: int = 0  # command blocks that rolled back an earlier instant's blocks
 
     @property
     def data_batches(self) -> list[LogBatch]:
@@ -108,13 +110,16 @@ def scan_log_files(
     """
     candidates: list[_Candidate] = []
     corrupt: list[CorruptBlock] = []
+    blocks = rollbacks = 0
     for path in paths:
         data = storage.read(path)
         for block in iter_blocks(data):
+            blocks += 1
+            rollbacks += block.block_type is BlockType.COMMAND
             candidates = _admit(block, path, candidates, corrupt, include_instant)
     survivors = _apply_log_compaction(candidates)
     batches = [_decode(c) for c in survivors]
-    return LogScan(batches=batches, corrupt_blocks=corrupt)
+    return LogScan(batches=batches, corrupt_blocks=corrupt, blocks_read=blocks, rollback_blocks=rollbacks)
 
 
 def _admit(

@@ -111,6 +111,10 @@ class InstantTimeGenerator:
         from one generator), so it is greater than every requested and completion time on the timeline."""
         return self.next(storage, config, lock)
 
+    def now_in_zone(self, config: TableConfig) -> dt.datetime:
+        """The current time as a naive datetime in the table's timeline zone (as instant times read)."""
+        return self._now(self.zone_of(config)).replace(tzinfo=None)
+
     # -- internals ---------------------------------------------------------------------------------------
 
     def zone_of(self, config: TableConfig) -> str:

@@ -268,6 +268,19 @@ class TimelineWriter:
             self._write(done, data)
         return done
 
+    def revert_to_requested(self, instant: Instant) -> Instant:
+        """Inflight -> requested (Hudi's ``revertInstantFromInflightToRequested``): the inflight file is
+        deleted; used after a rollback of an unfinished table service, which then runs again from its plan."""
+        if instant.state is not State.INFLIGHT:
+            raise ValueError(f"revert_to_requested() moves an inflight instant; {instant} is {instant.state}")
+        with self._critical_section():
+            files = self._files_of(instant.time)
+            name = self._expect(files, instant, State.INFLIGHT)
+            if not any(i.action == instant.action for i, _ in files.get(State.REQUESTED, [])):
+                raise CommitConflict(f"{instant} has no requested file to go back to")
+            self.storage.delete(f"{self.folder}/{name}")
+        return Instant(instant.time, instant.action, State.REQUESTED)
+
     # -- checks ------------------------------------------------------------------------------------------
 
     def _check_action(self, action: str) -> None:

@@ -1,0 +1,482 @@
+"""Compaction execution: the driver's steps around the tasks, and the task that compacts one file slice.
+
+The three steps, each usable from any engine (hoodied runs the tasks as a Spark job; tests and benchmarks
+may run them in-process):
+
+1. :func:`prepare_compaction` (driver): picks the instant (the earliest pending compaction by default),
+   rolls back an unfinished earlier attempt (the caller holds the instant's claim, so an inflight instant is
+   abandoned), moves it to inflight and returns one :class:`CompactionTask` per plan operation.
+2. :func:`run_compaction_task` (executor): merges the slice's base file with its log files as of the
+   compaction instant (our vectorised merge), checks the result (no key twice), and writes the new base file
+   ``<file id>_<write token>_<compaction instant>.parquet`` (meta columns kept: each record's commit time
+   and sequence number stay, ``_hoodie_file_name`` names the new file), announced by a marker first. It
+   returns the file's :class:`~hoodie.timeline.metadata.WriteStat` with Hudi's compaction numbers.
+3. :func:`commit_compaction` (driver): checks the results (one per operation, the file on storage holding the
+   rows the task reported), deletes files that markers announce but no result names (failed or speculative
+   task attempts), then under the table lock re-checks the claim (``fence``) and that the instant is still
+   inflight, and completes it as a ``commit`` with the commit metadata (``operationType`` COMPACT,
+   ``compacted`` true, the writer schema). Markers go last.
+
+Nothing becomes visible before step 3's atomic completion: readers ignore base files of an inflight
+instant. A crash anywhere leaves the instant inflight; the next attempt rolls it back and runs it again, and
+the completing create-if-absent lets only one attempt commit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from hoodie.compaction.plan import check_compactable
+from hoodie.errors import CommitConflict, HoodieError
+from hoodie.failpoints import failpoint
+from hoodie.file_group.base_file import BaseFile
+from hoodie.file_group.file_group import FileGroupId, FileSlice
+from hoodie.keygen import record_keys
+from hoodie.lock import LockProvider, held
+from hoodie.log.log_file import LogFile
+from hoodie.read.conform import conform_table
+from hoodie.read.merge import IS_DELETED
+from hoodie.storage import Storage
+from hoodie.table import META_COLUMNS, Table
+from hoodie.timeline.instant import COMPACTION, Instant, State
+from hoodie.timeline.instant_time import InstantTimeGenerator
+from hoodie.timeline.metadata import (
+    CommitMetadata,
+    CompactionOperation,
+    CompactionPlan,
+    RuntimeStats,
+    WriteStat,
+    decode_compaction_plan,
+    encode_commit_metadata,
+)
+from hoodie.timeline.writer import TimelineWriter
+from hoodie.write.base_file import ParquetOptions, write_base_file
+from hoodie.write.markers import Markers, unrecorded_files
+from hoodie.write.rollback import RollbackResult, rollback_unfinished
+
+logger = logging.getLogger(__name__)
+
+FILE_NAME = "_hoodie_file_name"
+RECORD_KEY = "_hoodie_record_key"
+
+
+class NothingToCompact(HoodieError):
+    """No pending compaction (or not the one asked for)."""
+
+
+class CompactionFailed(HoodieError):
+    """A compaction definitely did not commit (its instant stays pending, to be rolled back and re-run)."""
+
+
+@dataclass(frozen=True)
+class CompactionTask:
+    """Everything an executor needs to compact one operation; small and picklable."""
+
+    base_uri: str
+    storage_options: tuple[tuple[str, str], ...]
+    instant_time: str
+    index: int
+    operation: CompactionOperation
+    writer_schema: str  # the table's Avro schema (without meta fields), written to the new base file
+    parquet: ParquetOptions
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What one task wrote."""
+
+    index: int
+    stat: WriteStat
+    write_token: str
+
+
+@dataclass(frozen=True)
+class PreparedCompaction:
+    """A compaction moved to inflight, with its plan and tasks."""
+
+    instant: Instant
+    plan: CompactionPlan
+    tasks: tuple[CompactionTask, ...]
+    writer_schema: str
+    rolled_back: RollbackResult | None = None
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """A completed compaction."""
+
+    instant: Instant
+    metadata: CommitMetadata
+    strays_deleted: tuple[str, ...]
+
+    @property
+    def records_written(self) -> int:
+        return sum(s.num_writes or 0 for s in self.metadata.write_stats)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(s.total_write_bytes or 0 for s in self.metadata.write_stats)
+
+
+# -- step 1: the driver prepares ---------------------------------------------------------------------------
+
+
+def pending_compactions(table: Table) -> list[Instant]:
+    """Pending compactions, oldest first."""
+    return sorted(table.timeline.pending_compactions(), key=lambda i: i.time)
+
+
+def prepare_compaction(
+    storage: Storage,
+    lock: LockProvider,
+    instant_time: str | None = None,
+    *,
+    parquet: ParquetOptions | None = None,
+    time_generator: InstantTimeGenerator | None = None,
+) -> PreparedCompaction:
+    """Move the compaction at ``instant_time`` (default: the earliest pending one) to inflight.
+
+    The caller holds the instant's claim: an inflight instant is an abandoned attempt and is rolled back
+    first. Raises :class:`NothingToCompact` when there is no such pending compaction.
+    """
+    generator = time_generator or InstantTimeGenerator()
+    table = Table.load(storage)
+    check_compactable(table)
+    pending = pending_compactions(table)
+    if instant_time is None:
+        if not pending:
+            raise NothingToCompact(f"{storage.uri} has no pending compaction")
+        instant = pending[0]
+    else:
+        found = table.timeline.get(instant_time)
+        if found is None or found.action != COMPACTION:
+            completed = found is not None and table.timeline.was_compaction(instant_time)
+            raise NothingToCompact(
+                f"compaction {instant_time} of {storage.uri} "
+                + ("has already completed" if completed else "is not on the timeline")
+            )
+        instant = found
+    plan = decode_compaction_plan(
+        storage.read(table.timeline.file_of(instant.time, State.REQUESTED)), base_path=storage.uri
+    )
+    rolled_back = None
+    if instant.state is State.INFLIGHT:
+        groups = [(op.partition_path, op.file_id) for op in plan.operations]
+        rolled_back = rollback_unfinished(storage, lock, instant, groups, time_generator=generator)
+        instant = Instant(instant.time, instant.action, State.REQUESTED)
+        table = Table.load(storage)
+    writer_schema = table.latest_avro_schema() or table.config.create_schema
+    if not writer_schema:
+        raise CompactionFailed(f"{storage.uri} records no table schema; cannot write base files")
+    writer_schema = _without_meta_fields(writer_schema)
+    timeline_writer = TimelineWriter(storage, table.config, lock, time_generator=generator)
+    inflight = timeline_writer.start(instant)
+    failpoint("compaction.after_inflight")
+    options = parquet or ParquetOptions.from_config(table.config.props)
+    tasks = tuple(
+        CompactionTask(
+            base_uri=storage.uri,
+            storage_options=tuple(sorted(storage.options.items())),
+            instant_time=instant.time,
+            index=i,
+            operation=op,
+            writer_schema=writer_schema,
+            parquet=options,
+        )
+        for i, op in enumerate(plan.operations)
+    )
+    return PreparedCompaction(inflight, plan, tasks, writer_schema, rolled_back)
+
+
+# -- step 2: a task compacts one slice ---------------------------------------------------------------------
+
+
+def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
+    """Compact one file slice into a new base file (see the module doc)."""
+    started = time.monotonic()
+    storage = Storage.for_uri(task.base_uri, dict(task.storage_options))
+    table = Table.load(storage)
+    cfg = table.config
+    op = task.operation
+    T = task.instant_time
+    file_slice = _slice_of(storage, op)
+    merge = table.merge_file_slice(file_slice, as_of=T)
+    merged = merge.table
+    schema = table.read_schema()
+    if merged is None:
+        merged = schema.empty_table() if schema is not None else pa.table({})
+    merged = _drop_deleted(merged)
+    if schema is not None:
+        merged = conform_table(merged, schema).select(schema.names)
+    name = BaseFile(op.file_id, write_token, T, "parquet").file_name
+    path = f"{op.partition_path}/{name}" if op.partition_path else name
+    keys = _keys(merged, cfg.populate_meta_fields, cfg.record_key_fields)
+    distinct = pc.count_distinct(keys).as_py() if len(keys) else 0
+    if distinct != merged.num_rows:
+        raise CompactionFailed(
+            f"compaction {T}: slice {op.partition_path}/{op.file_id} merged to {merged.num_rows} rows but "
+            f"{distinct} distinct keys; refusing to write it"
+        )
+    if cfg.populate_meta_fields:
+        merged = merged.set_column(
+            merged.schema.get_field_index(FILE_NAME),
+            FILE_NAME,
+            pa.array([name] * merged.num_rows, pa.string()),
+        )
+    io_type = "MERGE" if op.data_file_path else "CREATE"
+    Markers(storage, T).create(op.partition_path, name, io_type)
+    merge_started = time.monotonic()
+    written = write_base_file(
+        storage,
+        path,
+        merged,
+        avro_schema=task.writer_schema,
+        options=task.parquet,
+        populate_meta_fields=cfg.populate_meta_fields,
+        record_keys=None if cfg.populate_meta_fields else keys,
+    )
+    failpoint("compaction.task_after_write")
+    write_ms = int((time.monotonic() - merge_started) * 1000)
+    updated, from_base = _base_overlap(table, file_slice, merge.log_keys, keys)
+    new_rows = merged.num_rows - from_base
+    # Hudi 0.x counts records new to the file as inserts; 1.x every written record that was not an update.
+    inserts = new_rows if cfg.table_version < 8 else merged.num_rows - min(updated, from_base)
+    deletes = merge.base_records - from_base
+    stat = WriteStat(
+        file_id=op.file_id,
+        path=path,
+        partition_path=op.partition_path,
+        prev_commit=op.base_instant_time,
+        num_writes=merged.num_rows,
+        num_deletes=deletes,
+        num_update_writes=updated,
+        num_inserts=inserts,
+        total_write_bytes=written.file_size_bytes,
+        total_write_errors=0,
+        file_size_in_bytes=written.file_size_bytes,
+        total_log_records=merge.log_records,
+        total_log_files_compacted=len(op.delta_file_paths),
+        total_log_size_compacted=int(op.metrics.get("TOTAL_LOG_FILES_SIZE", 0.0)),
+        total_updated_records_compacted=len(merge.log_keys),
+        total_log_blocks=merge.log_blocks,
+        total_corrupt_log_block=merge.corrupt_blocks,
+        total_rollback_blocks=merge.rollback_blocks,
+        total_log_read_time_ms=merge.scan_ms if cfg.table_version >= 8 else None,
+        prev_base_file=op.data_file_path if cfg.table_version >= 8 else None,
+        runtime_stats=RuntimeStats(
+            total_scan_time=merge.scan_ms,
+            total_upsert_time=write_ms if op.data_file_path else 0,
+            total_create_time=0 if op.data_file_path else write_ms,
+        ),
+    )
+    if merge.corrupt_blocks:
+        logger.warning(
+            "compaction %s: %d corrupt log block(s) skipped in %s/%s, as readers skip them",
+            T,
+            merge.corrupt_blocks,
+            op.partition_path,
+            op.file_id,
+        )
+    logger.debug(
+        "compaction %s: %s/%s -> %s (%d rows) in %.2f s",
+        T,
+        op.partition_path,
+        op.file_id,
+        name,
+        merged.num_rows,
+        time.monotonic() - started,
+    )
+    return TaskResult(task.index, stat, write_token)
+
+
+def _slice_of(storage: Storage, op: CompactionOperation) -> FileSlice:
+    """The file slice an operation names, with the sizes storage reports."""
+    base = BaseFile.parse(op.data_file_path) if op.data_file_path else None
+    rel = (lambda n: f"{op.partition_path}/{n}") if op.partition_path else (lambda n: n)
+    logs = tuple(LogFile.parse(n) for n in op.delta_file_paths)
+    logs = tuple(sorted(logs, key=lambda lf: lf.sort_key))
+    return FileSlice(
+        FileGroupId(op.partition_path, op.file_id),
+        op.base_instant_time,
+        base,
+        storage.size(rel(base.file_name)) if base else 0,
+        logs,
+        tuple(storage.size(rel(lf.file_name)) for lf in logs),
+    )
+
+
+def _drop_deleted(t: pa.Table) -> pa.Table:
+    if IS_DELETED in t.column_names:
+        flag = t.column(IS_DELETED)
+        if pa.types.is_boolean(flag.type):
+            return t.filter(pc.invert(pc.fill_null(flag, False)))
+    return t
+
+
+def _keys(t: pa.Table, populate_meta_fields: bool, key_fields: Sequence[str]) -> pa.Array:
+    if populate_meta_fields and RECORD_KEY in t.column_names:
+        return t.column(RECORD_KEY).combine_chunks()
+    return record_keys(t, key_fields)
+
+
+def _base_overlap(
+    table: Table, file_slice: FileSlice, log_keys: pa.Array, merged_keys: pa.Array
+) -> tuple[int, int]:
+    """(base records the logs touched: Hudi's ``numUpdateWrites``; merged records that were in the base)."""
+    path = file_slice.base_file_path
+    if path is None:
+        return 0, 0
+    cfg = table.config
+    with table.storage.open_input_file(path) as f:
+        if cfg.populate_meta_fields:
+            base_keys = pq.read_table(f, columns=[RECORD_KEY]).column(RECORD_KEY)
+        else:
+            t = pq.read_table(f, columns=list(cfg.record_key_fields))
+            base_keys = record_keys(t, cfg.record_key_fields)
+    updated = int(pc.sum(pc.is_in(base_keys, value_set=log_keys)).as_py() or 0) if len(log_keys) else 0
+    kept = int(pc.sum(pc.is_in(merged_keys, value_set=base_keys)).as_py() or 0) if len(merged_keys) else 0
+    return updated, kept
+
+
+# -- step 3: the driver commits ----------------------------------------------------------------------------
+
+
+def commit_compaction(
+    storage: Storage,
+    lock: LockProvider,
+    prepared: PreparedCompaction,
+    results: Sequence[TaskResult],
+    *,
+    fence: Callable[[], None] | None = None,
+    time_generator: InstantTimeGenerator | None = None,
+) -> CompactionResult:
+    """Check the tasks' results and complete the compaction (see the module doc).
+
+    ``fence`` re-checks the caller's claim on the instant; it runs under the table lock right before the
+    completing write and raises when the claim was lost (then nothing is committed).
+    """
+    instant = prepared.instant
+    T = instant.time
+    stats = _check_results(storage, prepared, results)
+    table = Table.load(storage)
+    version = table.config.table_version
+    by_partition: dict[str, list[WriteStat]] = {}
+    for stat in stats:
+        by_partition.setdefault(stat.partition_path or "", []).append(stat)
+    metadata = CommitMetadata(
+        partition_to_write_stats={p: tuple(s) for p, s in by_partition.items()},
+        extra_metadata={"schema": prepared.writer_schema},
+        operation_type="COMPACT",
+        compacted=True,
+    )
+    markers = Markers(storage, T)
+    strays = unrecorded_files(markers.list(), metadata, table_version=version)
+    for stray in strays:
+        logger.info("compaction %s: deleting %s, written by a failed or duplicate task attempt", T, stray)
+        storage.delete(stray)
+    failpoint("compaction.before_commit")
+    content = encode_commit_metadata(metadata, table_version=version, action="commit")
+    writer = TimelineWriter(storage, table.config, lock, time_generator=time_generator)
+    with held(lock):
+        if fence is not None:
+            fence()
+        current = Table.load(storage).timeline.get(T)
+        if current is None or current.state is not State.INFLIGHT or current.action != COMPACTION:
+            raise CommitConflict(
+                f"compaction {T} is no longer inflight ({current or 'gone'}); another runner finished or "
+                "rolled it back, so this attempt does not commit"
+            )
+        failpoint("compaction.during_commit")
+        done = writer.complete(instant, content)
+    failpoint("compaction.after_commit")
+    markers.delete_all()
+    logger.info(
+        "completed compaction %s on %s: %d file group(s), %d record(s), %d byte(s)",
+        T,
+        storage.uri,
+        len(stats),
+        sum(s.num_writes or 0 for s in stats),
+        sum(s.total_write_bytes or 0 for s in stats),
+    )
+    return CompactionResult(done, metadata, tuple(strays))
+
+
+def _check_results(
+    storage: Storage, prepared: PreparedCompaction, results: Sequence[TaskResult]
+) -> list[WriteStat]:
+    T = prepared.instant.time
+    by_index: dict[int, TaskResult] = {}
+    for r in results:
+        if r.index in by_index:
+            raise CompactionFailed(f"compaction {T}: operation {r.index} reported twice")
+        by_index[r.index] = r
+    missing = [t.index for t in prepared.tasks if t.index not in by_index]
+    if missing:
+        raise CompactionFailed(f"compaction {T}: no result for operation(s) {missing[:10]}")
+    stats = []
+    for task in prepared.tasks:
+        stat = by_index[task.index].stat
+        op = task.operation
+        if stat.file_id != op.file_id or (stat.partition_path or "") != op.partition_path or not stat.path:
+            raise CompactionFailed(f"compaction {T}: operation {task.index} reported another file group")
+        try:
+            with storage.open_input_file(stat.path) as f:
+                rows = pq.read_metadata(f).num_rows
+        except (OSError, HoodieError, pa.ArrowException) as e:
+            raise CompactionFailed(
+                f"compaction {T}: the file of operation {task.index} is unreadable: {e}"
+            ) from e
+        if rows != stat.num_writes:
+            raise CompactionFailed(
+                f"compaction {T}: {stat.path} holds {rows} rows, its task reported {stat.num_writes}"
+            )
+        stats.append(stat)
+    return stats
+
+
+def _without_meta_fields(avro_json: str) -> str:
+    schema = json.loads(avro_json)
+    if isinstance(schema, Mapping) and "fields" in schema:
+        fields = [f for f in schema["fields"] if f.get("name") not in META_COLUMNS]
+        if len(fields) != len(schema["fields"]):
+            schema = {**schema, "fields": fields}
+            return json.dumps(schema, separators=(",", ":"))
+    return avro_json
+
+
+def compact_in_process(
+    storage: Storage,
+    lock: LockProvider,
+    instant_time: str | None = None,
+    *,
+    parquet: ParquetOptions | None = None,
+    fence: Callable[[], None] | None = None,
+) -> CompactionResult:
+    """Run a pending compaction with its tasks in this process, one after another (tests, benchmarks and
+    small tables; hoodied runs the tasks as a Spark job)."""
+    prepared = prepare_compaction(storage, lock, instant_time, parquet=parquet)
+    results = [run_compaction_task(t, f"{t.index}-0-{t.index}") for t in prepared.tasks]
+    return commit_compaction(storage, lock, prepared, results, fence=fence)
+
+
+__all__ = [
+    "CompactionFailed",
+    "CompactionResult",
+    "CompactionTask",
+    "NothingToCompact",
+    "PreparedCompaction",
+    "TaskResult",
+    "commit_compaction",
+    "compact_in_process",
+    "pending_compactions",
+    "prepare_compaction",
+    "run_compaction_task",
+]

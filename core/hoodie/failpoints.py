@@ -1,0 +1,43 @@
+"""Named crash points for tests that kill a process at an exact step (as a power cut or SIGKILL would).
+
+``HOODIE_FAILPOINTS`` lists the active points, comma-separated. When execution reaches an active point the
+process named by ``HOODIE_FAILPOINT_PID`` (default: this one) is killed with SIGKILL, at once and without
+clean-up. Points in Spark tasks name the driver's pid so that the whole job dies, as when a pod is lost.
+With the variable unset (always, in production), :func:`failpoint` costs one dictionary look-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+
+ENV = "HOODIE_FAILPOINTS"
+PID_ENV = "HOODIE_FAILPOINT_PID"
+
+logger = logging.getLogger(__name__)
+
+
+def active() -> frozenset[str]:
+    raw = os.environ.get(ENV, "")
+    return frozenset(p.strip() for p in raw.split(",") if p.strip())
+
+
+def failpoint(name: str) -> None:
+    """Kill the process here when ``name`` is active."""
+    if ENV not in os.environ or name not in active():
+        return
+    target = int(os.environ.get(PID_ENV) or os.getpid())
+    logger.warning("failpoint %s: killing process %d", name, target)
+    os.kill(target, signal.SIGKILL)
+    if target != os.getpid():  # the driver dies; this task must not go on to finish its work
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def arm_for_children() -> None:
+    """Make failpoints reached in child processes (Spark workers) kill this process."""
+    if ENV in os.environ and PID_ENV not in os.environ:
+        os.environ[PID_ENV] = str(os.getpid())
+
+
+__all__ = ["ENV", "PID_ENV", "active", "arm_for_children", "failpoint"]

@@ -1,0 +1,146 @@
+"""Rolling back an unfinished table service (compaction, clustering) so that it can run again from its plan.
+
+As Hudi's ``rollbackInflightCompaction`` / ``rollbackInflightClustering``: a ``rollback`` instant is
+requested with a ``HoodieRollbackPlan`` naming the files the unfinished attempt wrote, moved to inflight,
+the files are deleted, and the rollback completes with ``HoodieRollbackMetadata``; then the service's instant
+goes back from inflight to requested (its plan stays) and its markers are removed.
+
+The files to delete are those the instant's markers name (every file is announced by a marker before it is
+written) together with any base file of the instant found by listing the partitions of the plan's file
+groups (a belt to the markers' braces: a file the attempt wrote is named ``<file id>_<token>_<instant>``).
+Nothing else is ever deleted: only files carrying the unfinished instant's time, in its plan's partitions.
+
+The caller must know that nobody runs the instant any more (it holds the instant's claim): rolling back a
+live attempt would delete files it is about to commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from hoodie.errors import HoodieError
+from hoodie.file_group.base_file import BaseFile
+from hoodie.lock import LockProvider, held
+from hoodie.storage import Storage
+from hoodie.table import Table
+from hoodie.timeline.instant import ROLLBACK, Instant, State
+from hoodie.timeline.instant_time import InstantTimeGenerator
+from hoodie.timeline.metadata import (
+    InstantInfo,
+    RollbackMetadata,
+    RollbackPartitionMetadata,
+    RollbackPlan,
+    RollbackRequest,
+    encode_rollback_metadata,
+    encode_rollback_plan,
+)
+from hoodie.timeline.writer import TimelineWriter
+from hoodie.write.markers import IOType, Markers
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    """The rollback instant written and the files (relative paths) it deleted."""
+
+    rollback_instant: Instant
+    rolled_back: Instant
+    deleted: tuple[str, ...]
+
+
+def files_written_by(storage: Storage, instant_time: str, groups: Iterable[tuple[str, str]]) -> list[str]:
+    """Base files of ``instant_time`` in the given (partition, file id) groups, plus every file its markers
+    name (paths relative to the base path, existing ones only)."""
+    found: set[str] = set()
+    markers = Markers(storage, instant_time)
+    for marker in markers.list():
+        # Table services write base files only; an APPEND marker could name a shared v6 log file: never.
+        if marker.io_type in (IOType.CREATE, IOType.MERGE):
+            found.add(marker.path)
+    partitions: dict[str, set[str]] = {}
+    for partition, file_id in groups:
+        partitions.setdefault(partition, set()).add(file_id)
+    for partition, ids in partitions.items():
+        for info in storage.list(partition):
+            if info.is_dir:
+                continue
+            base = BaseFile.try_parse(info.name)
+            if base is not None and base.instant_time == instant_time and base.file_id in ids:
+                found.add(f"{partition}/{info.name}" if partition else info.name)
+    return sorted(p for p in found if storage.exists(p))
+
+
+def rollback_unfinished(
+    storage: Storage,
+    lock: LockProvider,
+    instant: Instant,
+    groups: Iterable[tuple[str, str]],
+    *,
+    time_generator: InstantTimeGenerator | None = None,
+) -> RollbackResult:
+    """Roll back the inflight table-service ``instant`` (whose plan covers ``groups``) to requested."""
+    if instant.state is not State.INFLIGHT:
+        raise HoodieError(f"only an inflight instant is rolled back to requested; {instant} is not inflight")
+    started = time.monotonic()
+    generator = time_generator or InstantTimeGenerator()
+    table = Table.load(storage)
+    cfg = table.config
+    version = cfg.table_version
+    writer = TimelineWriter(storage, cfg, lock, time_generator=generator)
+    files = files_written_by(storage, instant.time, groups)
+    by_partition: dict[str, list[str]] = {}
+    for path in files:
+        partition = path.rsplit("/", 1)[0] if "/" in path else ""
+        by_partition.setdefault(partition, []).append(path)
+    plan = RollbackPlan(
+        instant_to_rollback=InstantInfo(instant.time, instant.action),
+        rollback_requests=tuple(
+            RollbackRequest(
+                partition_path=partition,
+                file_id="",
+                latest_base_instant="",
+                files_to_be_deleted=tuple(storage.full_path(p) for p in paths),
+            )
+            for partition, paths in sorted(by_partition.items())
+        ),
+    )
+    with held(lock):
+        rollback_time = generator.next(storage, cfg)
+        requested = writer.request(ROLLBACK, rollback_time, encode_rollback_plan(plan, table_version=version))
+    inflight = writer.start(requested)
+    deleted: dict[str, list[str]] = {}
+    for partition, paths in sorted(by_partition.items()):
+        for path in paths:
+            storage.delete(path)
+            deleted.setdefault(partition, []).append(storage.full_path(path))
+    metadata = RollbackMetadata(
+        start_rollback_time=rollback_time,
+        time_taken_in_millis=int((time.monotonic() - started) * 1000),
+        total_files_deleted=len(files),
+        commits_rollback=(instant.time,),
+        partition_metadata={
+            partition: RollbackPartitionMetadata(partition_path=partition, success_delete_files=tuple(paths))
+            for partition, paths in deleted.items()
+        },
+        instants_rollback=(InstantInfo(instant.time, instant.action),),
+    )
+    with held(lock):
+        done = writer.complete(inflight, encode_rollback_metadata(metadata, table_version=version))
+        writer.revert_to_requested(instant)
+    Markers(storage, instant.time).delete_all()
+    logger.info(
+        "rolled back unfinished %s %s on %s with rollback %s: %d file(s) deleted",
+        instant.action,
+        instant.time,
+        storage.uri,
+        rollback_time,
+        len(files),
+    )
+    return RollbackResult(done, instant, tuple(files))
+
+
+__all__ = ["RollbackResult", "files_written_by", "rollback_unfinished"]
