@@ -181,6 +181,7 @@ _SELECTORS: dict[str, Callable[[FixtureTable], bool]] = {
     "fixture_table": lambda t: True,
     "supported_table": lambda t: t.refusal is None,
     "unsupported_table": lambda t: t.refusal is not None,
+    "supported_mor_table": lambda t: t.refusal is None and t.is_mor,
 }
 
 

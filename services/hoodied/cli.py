@@ -5,6 +5,8 @@
     hoodied fsview PATH [--as-of T]
     hoodied generate PATH --table-type mor --table-version 8 --rows N --commits K --update-fraction F
                      --delete-fraction D --partitions P [--log-format avro|parquet] [--seed S]
+    hoodied compact PATH --mode schedule|execute|schedule-and-execute [--instant T] [--strategy NAME]
+                    [--spark-master URL] [--conf key=value ...]
 
 Errors print one line (``hoodied: error: ...``) to stderr and exit with status 2 for bad input (a table we
 refuse, a damaged file) or 1 for anything unexpected.
@@ -87,6 +89,95 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_conf(pairs: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``key=value`` pairs split into Hudi settings (``hoodie.*``) and Spark settings (``spark.*``)."""
+    hoodie_conf: dict[str, str] = {}
+    spark_conf: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--conf {pair!r}: expected key=value")
+        if key.startswith("hoodie."):
+            hoodie_conf[key] = value
+        elif key.startswith("spark."):
+            spark_conf[key] = value
+        else:
+            raise ValueError(f"--conf {key}: only hoodie.* and spark.* settings are accepted")
+    return hoodie_conf, spark_conf
+
+
+def _cmd_compact(args: argparse.Namespace) -> int:
+    from hoodie.compaction.execute import NothingToCompact, pending_compactions
+    from hoodie.compaction.plan import schedule_compaction
+    from hoodie.compaction.strategy import STRATEGY, CompactionConfig
+    from hoodie.failpoints import arm_for_children, failpoint
+    from hoodie.lock import FileSystemLock
+    from hoodie.storage import Storage
+    from hoodie.table import Table
+    from hoodie.write.base_file import ParquetOptions
+    from hoodied.claims import LocalClaim
+    from hoodied.compactor import run_compaction_job
+    from hoodied.errors import ServiceError
+    from hoodied.spark import SparkConfig, spark_session
+
+    arm_for_children()
+    hoodie_conf, spark_conf = _parse_conf(args.conf or [])
+    if args.strategy:
+        hoodie_conf[STRATEGY] = args.strategy
+    config = CompactionConfig.from_config(hoodie_conf)
+    storage = Storage.for_uri(args.path)
+    if not storage.is_local:
+        raise ServiceError(
+            f"{args.path}: tables on object stores need the daemon's ZooKeeper lock (hoodied run); "
+            "hoodied compact takes the file-system lock, which needs a local file system"
+        )
+    lock = FileSystemLock(storage)
+    instant = args.instant
+    if args.mode in ("schedule", "schedule-and-execute"):
+        if args.instant:
+            raise ValueError("--instant names a pending compaction to execute; schedule takes a fresh time")
+        scheduled = schedule_compaction(storage, lock, config=config)
+        if scheduled.instant is None:
+            print(f"no compaction scheduled: {scheduled.reason}")
+            return 0
+        assert scheduled.plan is not None
+        print(
+            f"scheduled compaction {scheduled.instant.time}: {len(scheduled.plan.operations)} file slice(s) "
+            f"({scheduled.reason})"
+        )
+        failpoint("compaction.after_schedule")
+        if args.mode == "schedule":
+            return 0
+        instant = scheduled.instant.time
+    if instant is None:
+        pending = pending_compactions(Table.load(storage))
+        if not pending:
+            print(f"no pending compaction on {args.path}")
+            return 0
+        instant = pending[0].time
+    table = Table.load(storage)
+    parquet = ParquetOptions.from_config({**table.config.props, **hoodie_conf})
+    with LocalClaim(storage, "compaction", instant) as claim:
+        spark = spark_session(SparkConfig(master=args.spark_master, conf=spark_conf))
+        try:
+            job = run_compaction_job(spark, storage, lock, instant, parquet=parquet, fence=claim.check)
+        except NothingToCompact as e:
+            print(str(e))
+            return 0
+    md = job.result.metadata
+    print(
+        f"completed compaction {instant}: {len(md.write_stats)} base file(s), {job.result.records_written} "
+        f"record(s), {job.result.bytes_written} byte(s) in {job.seconds:.1f} s"
+        + (
+            f"; rolled back an unfinished attempt ({job.rolled_back_files} file(s))"
+            if job.rolled_back_files
+            else ""
+        )
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hoodied", description="Table services for Apache Hudi tables.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -122,6 +213,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--name", default="trips", help="table name")
     p.set_defaults(func=_cmd_generate)
+
+    p = sub.add_parser("compact", help="schedule and/or run MOR compaction (as Hudi's HoodieCompactor)")
+    p.add_argument("path")
+    p.add_argument("--mode", choices=["schedule", "execute", "schedule-and-execute"], required=True)
+    p.add_argument("--instant", help="the pending compaction to execute (default: the earliest)")
+    p.add_argument("--strategy", help="plan strategy, e.g. LogFileSizeBased (Hudi's class names too)")
+    p.add_argument("--spark-master", default="local[*]", help="Spark master (default: local[*] in-process)")
+    p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
+    p.set_defaults(func=_cmd_compact)
     return parser
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import posixpath
 import random
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -48,6 +49,7 @@ from hoodie.file_group.file_group import FileSlice
 from hoodie.keygen import partition_paths, record_keys
 from hoodie.lock import FileSystemLock, LockProvider
 from hoodie.log.block import HeaderKey
+from hoodie.log.log_file import LogFile
 from hoodie.log.writer import (
     encode_avro_data_block,
     encode_delete_block,
@@ -104,9 +106,11 @@ class _Group:
     """A live file group of a partition as the writer sees it."""
 
     file_id: str
-    latest: FileSlice  # the newest slice (its base instant names v6 log files)
+    latest: FileSlice  # the newest slice
     base: FileSlice | None  # the newest slice with a base file
     has_logs: bool
+    log_base_instant: str  # the slice new v6 log files name: the newest one, or a pending compaction's
+    busy: bool = False  # in a pending compaction or clustering: no small-file rewrite of its base file
 
     @property
     def base_path(self) -> str | None:
@@ -237,6 +241,10 @@ class TableWriter:
         with self._locked():
             instant_time = InstantTimeGenerator(cfg.timeline_timezone).next(self.storage, cfg)
             requested = timeline_writer.request(action, instant_time)
+        # The view the files are written against is taken once our instant is on the timeline: a compaction
+        # scheduled before it is in the view (v6 logs then go to its new slice), and one scheduled after it
+        # sees this write pending (and, on v6, waits for it).
+        table = job.table = self._open_table()
         inflight_md = CommitMetadata(operation_type=operation, extra_metadata={"schema": avro_json})
         inflight = timeline_writer.start(
             requested, encode_commit_metadata(inflight_md, table_version=version, action=action)
@@ -259,6 +267,13 @@ class TableWriter:
         """Refuse to complete when a write that completed after ``view`` was taken touched one of our file
         groups (its new base file or log would be lost, or ours would hide it). Called under the lock."""
         ours = {(s.partition_path or "", s.file_id) for s in metadata.write_stats if s.file_id}
+        # Log files appended to a group do not conflict with a compaction of it: they belong to the slice the
+        # compaction starts (v6: named after its instant; v8+: completed after it was requested).
+        ours_base = {
+            (s.partition_path or "", s.file_id)
+            for s in metadata.write_stats
+            if s.file_id and s.path and not LogFile.try_parse(posixpath.basename(s.path))
+        }
         seen = {i.time for i in view.timeline.completed()}
         fresh = self._open_table()
         for other in fresh.timeline.completed_writes():
@@ -267,7 +282,7 @@ class TableWriter:
             md = fresh.commit_metadata(other)
             theirs = {(s.partition_path or "", s.file_id) for s in md.write_stats if s.file_id}
             theirs |= set(md.replaced_file_ids)
-            overlap = ours & theirs
+            overlap = (ours_base if fresh.timeline.was_compaction(other.time) else ours) & theirs
             if overlap:
                 groups = ", ".join(f"{p or '<table>'}/{f}" for p, f in sorted(overlap)[:5])
                 raise WriteConflict(
@@ -391,6 +406,8 @@ class _CommitJob:
         table = self.table
         groups = table.file_groups()
         live = {s.group for s in table.file_slices()}
+        pending = table.pending_compaction_file_groups()
+        busy = set(pending) | set(table.pending_clustering_file_groups())
         out: dict[str, list[_Group]] = {}
         for gid, group in groups.items():
             if gid not in live:
@@ -400,7 +417,10 @@ class _CommitJob:
             has_logs = any(
                 s.log_files for s in ordered if base is None or s.base_instant >= base.base_instant
             )
-            out.setdefault(gid.partition_path, []).append(_Group(gid.file_id, ordered[-1], base, has_logs))
+            log_base = max(ordered[-1].base_instant, pending.get(gid, ""))
+            out.setdefault(gid.partition_path, []).append(
+                _Group(gid.file_id, ordered[-1], base, has_logs, log_base, gid in busy)
+            )
         return out
 
     # -- tagging -------------------------------------------------------------------------------------------
@@ -487,7 +507,7 @@ class _CommitJob:
         for g in sorted(groups, key=lambda g: g.base_size):
             if start >= n:
                 break
-            if g.base_path is None or g.has_logs or g.base_size >= self.wcfg.small_file_limit:
+            if g.base_path is None or g.has_logs or g.busy or g.base_size >= self.wcfg.small_file_limit:
                 continue
             room = max(0, (self.wcfg.parquet.max_file_bytes - g.base_size) // per_record)
             if room <= 0:
@@ -673,7 +693,7 @@ class _CommitJob:
             )
             n_deletes = len(delete_keys)
         # v6 log files carry their slice's base instant; v8+ the deltacommit's own.
-        log_instant = self.instant_time if cfg.table_version >= 8 else g.latest.base_instant
+        log_instant = self.instant_time if cfg.table_version >= 8 else g.log_base_instant
         written = write_log_file(
             self.storage,
             partition,
