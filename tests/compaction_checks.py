@@ -38,6 +38,9 @@ class Before:
     theirs: pa.Table | None  # None where hudi-rs cannot read the table
     last_write: str | None
     ours_at_last_write: pa.Table | None
+    # hudi-rs judged only after: while a v6 compaction is pending, hudi-rs 0.5.0 misses the log files that
+    # writes put in the pending slice, so its snapshot then is not a reference.
+    hudi_rs_after_only: bool = False
 
 
 def _ask(root: Path, queries: list[Query]) -> list[OracleResult]:
@@ -46,34 +49,47 @@ def _ask(root: Path, queries: list[Query]) -> list[OracleResult]:
         return HudiOracle(Path(work)).run(root, queries)
 
 
-def capture(root: Path) -> Before:
+def capture(root: Path, *, hudi_rs: bool = True) -> Before:
+    """The reads a compaction must keep; ``hudi_rs=False``: judge hudi-rs after by our read before."""
     table = Table.open(str(root))
     writes = table.timeline.completed_writes()
     last = writes[-1].time if writes else None
-    theirs = _ask(root, [Query.snapshot()])[0]
+    theirs = _ask(root, [Query.snapshot()])[0] if hudi_rs else None
     return Before(
         ours=table.read(),
         theirs=theirs.table if isinstance(theirs, OracleRows) else None,
         last_write=last,
         ours_at_last_write=table.read(as_of=last) if last else None,
+        hudi_rs_after_only=not hudi_rs,
     )
 
 
-def check_after(root: Path, before: Before, instant_time: str, context: str) -> CommitMetadata:
-    """Check the table after compaction ``instant_time`` completed; returns its commit metadata."""
+def check_after(
+    root: Path, before: Before, instant_time: str, context: str, *, writes_after: bool = False
+) -> CommitMetadata:
+    """Check the table after compaction ``instant_time`` completed; returns its commit metadata.
+
+    ``writes_after``: writes landed after the compaction was planned (they sit in log files of the new slice),
+    so the read-optimized query is not expected to equal the snapshot.
+    """
     table = Table.open(str(root))
     instant = table.timeline.get(instant_time)
     assert instant is not None, f"{context}: compaction {instant_time} is not on the timeline"
     assert instant.state is State.COMPLETED, f"{context}: {instant} did not complete"
-    assert instant.action == COMMIT and table.timeline.was_compaction(instant_time)
+    assert instant.action == COMMIT
+    assert table.timeline.was_compaction(instant_time)
     md = table.commit_metadata(instant)
-    assert md.operation_type == "COMPACT" and md.compacted is True
+    assert md.operation_type == "COMPACT"
+    assert md.compacted is True
     assert md.extra_metadata.get("schema")
     for stat in md.write_stats:
-        assert stat.path and stat.file_id and stat.path.endswith(f"_{instant_time}.parquet"), stat
+        assert stat.path, stat
+        assert stat.file_id, stat
+        assert stat.path.endswith(f"_{instant_time}.parquet"), stat
         with table.storage.open_input_file(stat.path) as f:
             assert pq.read_metadata(f).num_rows == stat.num_writes, stat.path
-        assert stat.prev_commit and stat.total_log_files_compacted
+        assert stat.prev_commit, stat
+        assert stat.total_log_files_compacted, stat
     # No stray base file of the compaction: every one on storage is named by the metadata.
     written = {s.path for s in md.write_stats}
     on_disk = {
@@ -88,23 +104,28 @@ def check_after(root: Path, before: Before, instant_time: str, context: str) -> 
     ours_ro = table.read(read_optimized=True)
     keys = key_columns(table, before.ours)
     assert_same_rows(ours_after, before.ours, keys, ignore_columns=IGNORED, context=f"{context}: ours after")
-    assert_same_rows(ours_ro, before.ours, keys, ignore_columns=IGNORED, context=f"{context}: ours RO after")
+    if not writes_after:
+        assert_same_rows(ours_ro, before.ours, keys, ignore_columns=IGNORED, context=f"{context}: ours RO")
     if before.last_write and before.ours_at_last_write is not None:
         assert_same_rows(
             table.read(as_of=before.last_write),
             before.ours_at_last_write,
             keys,
+            # A time travel to after the compaction's instant time reads its base files once it completed.
+            ignore_columns=IGNORED,
             context=f"{context}: ours as of {before.last_write}",
         )
-    if before.theirs is not None:
+    reference = before.ours if before.hudi_rs_after_only else before.theirs
+    if reference is not None:
         snap, ro = _ask(root, [Query.snapshot(), Query.read_optimized()])
         assert isinstance(snap, OracleRows), f"{context}: hudi-rs cannot read the compacted table: {snap}"
         assert isinstance(ro, OracleRows), f"{context}: hudi-rs read-optimized fails: {ro}"
-        theirs_keys = key_columns(table, before.theirs)
-        for name, result in (("snapshot", snap.table), ("read-optimized", ro.table)):
+        theirs_keys = key_columns(table, reference)
+        results = [("snapshot", snap.table)] + ([] if writes_after else [("read-optimized", ro.table)])
+        for name, result in results:
             assert_same_rows(
                 result,
-                before.theirs,
+                reference,
                 theirs_keys,
                 ignore_columns=IGNORED,
                 context=f"{context}: hudi-rs {name} after vs hudi-rs snapshot before",

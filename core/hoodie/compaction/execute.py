@@ -365,8 +365,9 @@ def commit_compaction(
     """
     instant = prepared.instant
     T = instant.time
-    stats = _check_results(storage, prepared, results)
     table = Table.load(storage)
+    _check_still_inflight(storage, table, T, [r.stat for r in results])
+    stats = _check_results(storage, prepared, results)
     version = table.config.table_version
     by_partition: dict[str, list[WriteStat]] = {}
     for stat in stats:
@@ -388,12 +389,7 @@ def commit_compaction(
     with held(lock):
         if fence is not None:
             fence()
-        current = Table.load(storage).timeline.get(T)
-        if current is None or current.state is not State.INFLIGHT or current.action != COMPACTION:
-            raise CommitConflict(
-                f"compaction {T} is no longer inflight ({current or 'gone'}); another runner finished or "
-                "rolled it back, so this attempt does not commit"
-            )
+        _check_still_inflight(storage, Table.load(storage), T, stats)
         failpoint("compaction.during_commit")
         done = writer.complete(instant, content)
     failpoint("compaction.after_commit")
@@ -407,6 +403,30 @@ def commit_compaction(
         sum(s.total_write_bytes or 0 for s in stats),
     )
     return CompactionResult(done, metadata, tuple(strays))
+
+
+def _check_still_inflight(
+    storage: Storage, table: Table, instant_time: str, stats: Sequence[WriteStat]
+) -> None:
+    current = table.timeline.get(instant_time)
+    if current is None or current.state is not State.INFLIGHT or current.action != COMPACTION:
+        _discard_own_files(storage, table, instant_time, stats)
+        raise CommitConflict(
+            f"compaction {instant_time} is no longer inflight ({current or 'gone'}); another runner finished "
+            "or rolled it back, so this attempt does not commit (its own files were deleted)"
+        )
+
+
+def _discard_own_files(storage: Storage, table: Table, instant_time: str, stats: Sequence[WriteStat]) -> None:
+    """Delete the files this attempt wrote that the instant's winning commit does not name."""
+    kept: set[str] = set()
+    if table.timeline.is_completed(instant_time):
+        kept = set(table.commit_metadata(instant_time).written_file_paths)
+    for stat in stats:
+        if stat.path and stat.path not in kept:
+            storage.delete(stat.path)
+    if table.timeline.is_completed(instant_time):
+        Markers(storage, instant_time).delete_all()  # markers of a completed instant name nothing left
 
 
 def _check_results(

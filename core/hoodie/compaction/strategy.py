@@ -55,6 +55,8 @@ TOTAL_LOG_FILES_SIZE = "TOTAL_LOG_FILES_SIZE"
 TOTAL_LOG_FILES = "TOTAL_LOG_FILES"
 
 _PACKAGE = "org.apache.hudi.table.action.compact.strategy."
+# Hudi 0.x/1.x and the pre-0.9 package of the same classes.
+_PACKAGES = frozenset({_PACKAGE, "org.apache.hudi.io.compact.strategy."})
 _MB = 1024 * 1024
 
 
@@ -74,9 +76,18 @@ class Strategy(StrEnum):
 
     @classmethod
     def parse(cls, name: str) -> Strategy:
-        """A strategy from its Hudi class name, simple class name or short name (case-insensitive)."""
-        simple = name.strip().rsplit(".", 1)[-1]
-        short = simple.removesuffix("CompactionStrategy").lower()
+        """A strategy from its Hudi class name, simple class name or short name (case-insensitive).
+
+        A class outside Hudi's strategy package is somebody's own strategy, which hoodied cannot run: refused.
+        """
+        text = name.strip()
+        package, _, simple = text.rpartition(".")
+        if package and f"{package.lower()}." not in _PACKAGES:
+            raise InvalidWriteConfig(
+                f"{STRATEGY}={name!r}: custom compaction strategy classes cannot run in hoodied; use one of "
+                + ", ".join(s.value for s in cls)
+            )
+        short = simple.lower().removesuffix("compactionstrategy")
         for s in cls:
             if s.value.lower() == short:
                 return s
@@ -157,6 +168,8 @@ class CompactionConfig:
         return self._bounded_io(ops)
 
     def _bounded_io(self, operations: list[CompactionOperation]) -> list[CompactionOperation]:
+        # As Hudi 1.x's BoundedIOCompactionStrategy: take while IO remains (0.x took the first op even with a
+        # target of 0, checking after taking it).
         remaining = self.target_io_mb
         kept = []
         for op in operations:

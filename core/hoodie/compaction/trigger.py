@@ -71,6 +71,10 @@ class TriggerDecision:
 
 def evaluate_trigger(timeline: Timeline, config: TriggerConfig, now: dt.datetime) -> TriggerDecision:
     """Evaluate the trigger on ``timeline`` at ``now`` (naive, in the timeline's timezone)."""
+    if now.tzinfo is not None:
+        raise ValueError(
+            "now must be a naive datetime in the table's timeline timezone, as instant times are"
+        )
     last_compaction = None
     for instant in timeline:
         if instant.action == COMPACTION or (

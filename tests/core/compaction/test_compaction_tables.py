@@ -70,7 +70,8 @@ def test_every_mor_fixture_table_compacts_or_is_refused(
     before = capture(root)
     scheduled = schedule_compaction(storage, lock, config=UNBOUNDED)
     assert scheduled.instant is not None, scheduled.reason
-    assert scheduled.plan is not None and len(scheduled.plan.operations) == expected_ops
+    assert scheduled.plan is not None
+    assert len(scheduled.plan.operations) == expected_ops
     requested = Table.open(str(root)).timeline.file_of(scheduled.instant.time)
     assert decode_compaction_plan((root / requested).read_bytes()) == scheduled.plan
     result = compact_in_process(storage, lock, scheduled.instant.time)
@@ -116,8 +117,10 @@ def test_generated_tables_compact_without_changing_any_read(
     md = check_after(root, before, scheduled.instant.time, f"generated v{version}")
     # Hudi's numbers: every record written is a base record kept or updated, or a new one.
     for stat in md.write_stats:
-        assert stat.num_writes is not None and stat.num_update_writes is not None
-        assert stat.total_log_records and stat.total_log_blocks
+        assert stat.num_writes is not None
+        assert stat.num_update_writes is not None
+        assert stat.total_log_records
+        assert stat.total_log_blocks
         assert stat.total_corrupt_log_block == 0
     with pytest.raises(NothingToCompact):
         compact_in_process(storage, lock)
