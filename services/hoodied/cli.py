@@ -107,6 +107,11 @@ def _parse_conf(pairs: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
     return hoodie_conf, spark_conf
 
 
+# Hudi's file-system lock expiry (minutes; Hudi's default 0 is "never", ours 1: a killed holder blocks for a
+# minute, not forever).
+LOCK_EXPIRE_MINUTES = "hoodie.write.lock.filesystem.expire"
+
+
 def _cmd_compact(args: argparse.Namespace) -> int:
     from hoodie.compaction.execute import NothingToCompact, pending_compactions
     from hoodie.compaction.plan import schedule_compaction
@@ -116,6 +121,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     from hoodie.storage import Storage
     from hoodie.table import Table
     from hoodie.write.base_file import ParquetOptions
+    from hoodie.write.markers import sweep_completed
     from hoodied.claims import LocalClaim
     from hoodied.compactor import run_compaction_job
     from hoodied.errors import ServiceError
@@ -132,7 +138,12 @@ def _cmd_compact(args: argparse.Namespace) -> int:
             f"{args.path}: tables on object stores need the daemon's ZooKeeper lock (hoodied run); "
             "hoodied compact takes the file-system lock, which needs a local file system"
         )
-    lock = FileSystemLock(storage)
+    expire = hoodie_conf.get(LOCK_EXPIRE_MINUTES, "")
+    try:
+        minutes = float(expire) if expire.strip() else 1.0
+    except ValueError:
+        raise ValueError(f"{LOCK_EXPIRE_MINUTES}={expire!r}: not a number of minutes") from None
+    lock = FileSystemLock(storage, expire_seconds=minutes * 60)
     instant = args.instant
     if args.mode in ("schedule", "schedule-and-execute"):
         if args.instant:
@@ -151,8 +162,10 @@ def _cmd_compact(args: argparse.Namespace) -> int:
             return 0
         instant = scheduled.instant.time
     if instant is None:
-        pending = pending_compactions(Table.load(storage))
+        current = Table.load(storage)
+        pending = pending_compactions(current)
         if not pending:
+            sweep_completed(storage, current.timeline.is_completed)
             print(f"no pending compaction on {args.path}")
             return 0
         instant = pending[0].time

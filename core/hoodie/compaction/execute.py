@@ -59,7 +59,7 @@ from hoodie.timeline.metadata import (
 )
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.base_file import ParquetOptions, write_base_file
-from hoodie.write.markers import Markers, unrecorded_files
+from hoodie.write.markers import Markers, sweep_completed, unrecorded_files
 from hoodie.write.rollback import RollbackResult, rollback_unfinished
 
 logger = logging.getLogger(__name__)
@@ -150,6 +150,7 @@ def prepare_compaction(
     generator = time_generator or InstantTimeGenerator()
     table = Table.load(storage)
     check_compactable(table)
+    sweep_completed(storage, table.timeline.is_completed)
     pending = pending_compactions(table)
     if instant_time is None:
         if not pending:

@@ -22,13 +22,13 @@ from __future__ import annotations
 import builtins
 import contextlib
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from enum import StrEnum
 from typing import NamedTuple
 
 import pyarrow as pa
 
-from hoodie.errors import FileAlreadyExists, InvalidFileName, StorageError
+from hoodie.errors import FileAlreadyExists, HoodieError, InvalidFileName, StorageError
 from hoodie.storage import Storage, check_relative
 from hoodie.timeline.instant import check_time
 from hoodie.timeline.metadata import CommitMetadata
@@ -142,6 +142,23 @@ class Markers:
         except (OSError, pa.ArrowException) as e:
             raise StorageError(f"cannot delete {self.storage.full_path(self.folder)}: {e}") from e
         return count
+
+
+def sweep_completed(storage: Storage, is_completed: Callable[[str], bool]) -> list[str]:
+    """Delete the marker folders of instants that completed (a writer that died between its commit and
+    its marker clean-up leaves one; Hudi removes them the same way). Returns the instants swept."""
+    swept = []
+    for info in storage.list(MARKERS_FOLDER):
+        if not info.is_dir:
+            continue
+        try:
+            instant = check_time(info.name)
+        except HoodieError:
+            continue
+        if is_completed(instant):
+            Markers(storage, instant).delete_all()
+            swept.append(instant)
+    return swept
 
 
 def unrecorded_files(markers: Iterable[Marker], metadata: CommitMetadata, *, table_version: int) -> list[str]:
