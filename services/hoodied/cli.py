@@ -118,6 +118,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     from hoodie.compaction.strategy import STRATEGY, CompactionConfig
     from hoodie.failpoints import arm_for_children, failpoint
     from hoodie.lock import FileSystemLock
+    from hoodie.metadata_table import METADATA_ENABLE, delete_metadata_table
     from hoodie.storage import Storage
     from hoodie.table import Table
     from hoodie.write.base_file import ParquetOptions
@@ -144,6 +145,10 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     except ValueError:
         raise ValueError(f"{LOCK_EXPIRE_MINUTES}={expire!r}: not a number of minutes") from None
     lock = FileSystemLock(storage, expire_seconds=minutes * 60)
+    if hoodie_conf.get(METADATA_ENABLE, "").strip().lower() == "false" and delete_metadata_table(
+        storage, lock
+    ):
+        print(f"deleted the metadata table of {args.path} ({METADATA_ENABLE}=false, as Hudi's writers do)")
     instant = args.instant
     if args.mode in ("schedule", "schedule-and-execute"):
         if args.instant:

@@ -32,6 +32,7 @@ from hoodie.compaction.trigger import TriggerConfig, TriggerDecision, evaluate_t
 from hoodie.errors import HoodieError, UnsupportedTable
 from hoodie.file_group.file_group import FileGroupId
 from hoodie.lock import LockProvider, held
+from hoodie.metadata_table import has_metadata_table
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.instant import COMPACTION, WRITE_ACTIONS, Instant
@@ -71,13 +72,13 @@ def check_compactable(table: Table) -> None:
         raise UnsupportedTable(
             f"{table.base_path} is a COPY_ON_WRITE table: only MERGE_ON_READ tables compact"
         )
-    if cfg.metadata_partitions or table.storage.exists(".hoodie/metadata/.hoodie/hoodie.properties"):
+    if has_metadata_table(table.storage, cfg):
         raise MetadataTableNotSupported(
             f"{table.base_path} has a metadata table (partitions: "
             f"{', '.join(cfg.metadata_partitions) or '?'}); hoodied cannot yet keep it consistent with a "
             "compaction, and committing without it would hide the new base files from readers that list "
-            "through it. Refusing; run Hudi's compactor for this table, or disable the metadata table with a "
-            "Hudi writer first"
+            "through it. Refusing; run Hudi's compactor for this table, or disable the metadata table "
+            "(hoodie.metadata.enable=false: deleted as Hudi's writers do, rebuilt by the next writer)"
         )
 
 

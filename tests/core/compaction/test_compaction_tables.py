@@ -17,6 +17,7 @@ from hoodie.compaction.plan import MetadataTableNotSupported, blocked_file_group
 from hoodie.compaction.strategy import CompactionConfig, Strategy
 from hoodie.errors import UnsupportedTable
 from hoodie.lock import FileSystemLock
+from hoodie.metadata_table import delete_metadata_table, has_metadata_table
 from hoodie.storage import Storage
 from hoodie.timeline.metadata import decode_compaction_plan
 from hoodie.write.generate import GenerateSpec, generate_table
@@ -29,9 +30,7 @@ def _timeline_files(root: Path) -> list[str]:
 
 
 def _has_metadata_table(table: Table) -> bool:
-    return bool(table.config.metadata_partitions) or table.storage.exists(
-        ".hoodie/metadata/.hoodie/hoodie.properties"
-    )
+    return has_metadata_table(table.storage, table.config)
 
 
 def _compactable_slices(table: Table) -> int:
@@ -55,11 +54,17 @@ def test_every_mor_fixture_table_compacts_or_is_refused(
     storage = Storage.for_uri(str(root))
     lock = FileSystemLock(storage)
     files = _timeline_files(root)
+    before = capture(root)
     if _has_metadata_table(table):
         with pytest.raises(MetadataTableNotSupported, match="metadata table"):
             schedule_compaction(storage, lock, config=UNBOUNDED)
         assert _timeline_files(root) == files, "a refused table must be left untouched"
-        return
+        # Disabled as a Hudi writer disables it: deleted, then the table compacts (and reads the same).
+        assert delete_metadata_table(storage, lock)
+        assert not (root / ".hoodie" / "metadata").exists()
+        table = Table.open(str(root))
+        assert table.config.metadata_partitions == ()
+        files = _timeline_files(root)
     expected_ops = _compactable_slices(table)
     if expected_ops == 0:
         result = schedule_compaction(storage, lock, config=UNBOUNDED)
@@ -67,7 +72,6 @@ def test_every_mor_fixture_table_compacts_or_is_refused(
         assert "no file slice with log files" in result.reason
         assert _timeline_files(root) == files
         return
-    before = capture(root)
     scheduled = schedule_compaction(storage, lock, config=UNBOUNDED)
     assert scheduled.instant is not None, scheduled.reason
     assert scheduled.plan is not None
