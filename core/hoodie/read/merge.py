@@ -101,7 +101,9 @@ def merge_records(
     if event_time and ordering_field not in data.column_names:
         event_time = False
 
-    # Candidates: one row per data row and per deleted key, with its global position in log order.
+    # Candidates: one row per data row and per deleted key, with its global position in log order. Base rows
+    # whose key no log batch names pass through untouched (they keep their place), so only the base rows the
+    # log touches compete: the work follows the size of the log, not of the base file.
     keys: list[pa.Array] = []
     positions: list[pa.Array] = []
     data_index: list[pa.Array] = []
@@ -110,25 +112,41 @@ def merge_records(
     pos = 0
     row = 0
     ord_type = data.schema.field(ordering_field).type if event_time and ordering_field else None
+    untouched = np.empty(0, dtype=np.int64)
 
-    def add_data(t: pa.Table) -> None:
+    def add_data(t: pa.Table, t_keys: pa.Array | None = None, only: np.ndarray | None = None) -> None:
         nonlocal pos, row
         n = t.num_rows
-        keys.append(record_keys(t, key_fields))
-        positions.append(pa.array(np.arange(pos, pos + n, dtype=np.int64)))
-        data_index.append(pa.array(np.arange(row, row + n, dtype=np.int64)))
+        k = t_keys if t_keys is not None else record_keys(t, key_fields)
+        at = np.arange(n, dtype=np.int64) if only is None else only
+        sel = None if only is None else pa.array(only)
+        keys.append(k if sel is None else k.take(sel))
+        positions.append(pa.array(at + pos))
+        data_index.append(pa.array(at + row))
         if ord_type is not None and ordering_field is not None:
             col = t.column(ordering_field) if ordering_field in t.column_names else pa.nulls(n, ord_type)
-            ords.append(col.combine_chunks().cast(ord_type) if n else pa.array([], ord_type))
-        default_delete.append(pa.array(np.zeros(n, dtype=np.bool_)))
+            col = col.combine_chunks().cast(ord_type) if n else pa.array([], ord_type)
+            ords.append(col if sel is None else col.take(sel))
+        default_delete.append(pa.array(np.zeros(len(at), dtype=np.bool_)))
         pos += n
         row += n
 
+    data_keys = {id(m): record_keys(m.data, key_fields) for m in log if m.data is not None}
     if base is not None:
-        add_data(base)
+        base_keys = record_keys(base, key_fields)
+        log_key_parts = list(data_keys.values())
+        log_key_parts += [m.deletes.keys.cast(pa.string()) for m in log if m.deletes is not None]
+        named = pc.unique(pa.chunked_array(log_key_parts, pa.string())) if log_key_parts else None
+        touched = (
+            pc.is_in(base_keys, value_set=named).to_numpy(zero_copy_only=False)
+            if named is not None and len(named)
+            else np.zeros(base.num_rows, dtype=bool)
+        )
+        untouched = np.flatnonzero(~touched)
+        add_data(base, base_keys, np.flatnonzero(touched))
     for m in log:
         if m.data is not None:
-            add_data(m.data)
+            add_data(m.data, data_keys[id(m)])
         elif m.deletes is not None and len(m.deletes.keys):
             n = len(m.deletes.keys)
             keys.append(m.deletes.keys.cast(pa.string()))
@@ -154,9 +172,9 @@ def merge_records(
     # Where each key was first seen: the merged rows keep that order (base-file order, then new keys).
     first_seen = cand.group_by("key", use_threads=False).aggregate([("pos", "min")])
     if ord_type is None:
-        # Candidates are in position order, so the winner's position is also its row in ``cand``.
+        # The winner is the candidate with the greatest position; positions are increasing in ``cand``.
         win_pos = cand.group_by("key", use_threads=False).aggregate([("pos", "max")]).column("pos_max")
-        win = cand.take(win_pos)
+        win = cand.take(pc.index_in(win_pos, value_set=cand.column("pos")))
     else:
         # A delete without an ordering value voids every version written before it.
         dd = cand.filter(cand.column("default_delete"))
@@ -189,12 +207,14 @@ def merge_records(
             changes = pc.fill_null(pc.not_equal(k.slice(0, n - 1), k.slice(1)), True)
             win = sorted_c.filter(pa.concat_arrays([changes, pa.array([True])]))
 
-    # Winners that are data rows, in first-seen order; winners that are deletes have no data row.
+    # Winners that are data rows, and the untouched base rows, in first-seen order (base rows are first seen
+    # at their own position); winners that are deletes have no data row.
     firsts = first_seen.column("pos_min").take(
         pc.index_in(win.column("key"), value_set=first_seen.column("key"))
     )
-    rows = win.column("idx").take(pc.sort_indices(firsts))
-    rows = pc.drop_null(rows.combine_chunks())
+    all_firsts = pa.concat_arrays([pa.array(untouched), firsts.combine_chunks().cast(pa.int64())])
+    all_rows = pa.concat_arrays([pa.array(untouched), win.column("idx").combine_chunks().cast(pa.int64())])
+    rows = pc.drop_null(all_rows.take(pc.sort_indices(all_firsts)))
     return _drop_deleted_rows(data.take(rows))
 
 
