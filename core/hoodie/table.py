@@ -94,6 +94,7 @@ class SliceMerge:
     corrupt_blocks: int = 0
     rollback_blocks: int = 0
     scan_ms: int = 0
+    base_keys: pa.Array | None = None  # record keys of the base file's rows (when it has logs to merge)
 
 
 def _keys_of(data: pa.Table, rules: MergeRules) -> pa.Array:
@@ -373,6 +374,7 @@ class Table:
             corrupt_blocks=len(scan.corrupt_blocks),
             rollback_blocks=scan.rollback_blocks,
             scan_ms=scan_ms,
+            base_keys=_keys_of(base, rules) if base is not None else None,
         )
 
     def _read_slices(

@@ -246,7 +246,7 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
     )
     failpoint("compaction.task_after_write")
     write_ms = int((time.monotonic() - merge_started) * 1000)
-    updated, from_base = _base_overlap(table, file_slice, merge.log_keys, keys)
+    updated, from_base = _base_overlap(merge.base_keys, merge.log_keys, keys)
     new_rows = merged.num_rows - from_base
     # Hudi 0.x counts records new to the file as inserts; 1.x every written record that was not an update.
     inserts = new_rows if cfg.table_version < 8 else merged.num_rows - min(updated, from_base)
@@ -328,20 +328,10 @@ def _keys(t: pa.Table, populate_meta_fields: bool, key_fields: Sequence[str]) ->
     return record_keys(t, key_fields)
 
 
-def _base_overlap(
-    table: Table, file_slice: FileSlice, log_keys: pa.Array, merged_keys: pa.Array
-) -> tuple[int, int]:
+def _base_overlap(base_keys: pa.Array | None, log_keys: pa.Array, merged_keys: pa.Array) -> tuple[int, int]:
     """(base records the logs touched: Hudi's ``numUpdateWrites``; merged records that were in the base)."""
-    path = file_slice.base_file_path
-    if path is None:
+    if base_keys is None or not len(base_keys):
         return 0, 0
-    cfg = table.config
-    with table.storage.open_input_file(path) as f:
-        if cfg.populate_meta_fields:
-            base_keys = pq.read_table(f, columns=[RECORD_KEY]).column(RECORD_KEY)
-        else:
-            t = pq.read_table(f, columns=list(cfg.record_key_fields))
-            base_keys = record_keys(t, cfg.record_key_fields)
     updated = int(pc.sum(pc.is_in(base_keys, value_set=log_keys)).as_py() or 0) if len(log_keys) else 0
     kept = int(pc.sum(pc.is_in(merged_keys, value_set=base_keys)).as_py() or 0) if len(merged_keys) else 0
     return updated, kept

@@ -49,12 +49,14 @@ from types import MappingProxyType
 from typing import Any, cast
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from hoodie.avro.columnar import decode_columnar
 from hoodie.errors import CorruptLogBlock, HoodieError, UnsupportedTable
-from hoodie.schema import compile_avro_schema
+from hoodie.schema import CompiledSchema, compile_avro_schema
 
 __all__ = [
     "DELETE_ORDERING_VALUE",
@@ -330,6 +332,9 @@ def _decode_avro_block(block: LogBlock) -> pa.Table:
         raise CorruptLogBlock(f"{what}: unknown Avro data block version {version}")
     if count < 0 or count > (size - 8) // 4:
         raise CorruptLogBlock(f"{what}: record count {count} does not fit in {size} content bytes")
+    fast = _decode_avro_columnar(content, count, compiled)
+    if fast is not None:
+        return fast
     decode_schema = compiled.decode_schema
     reader = fastavro.schemaless_reader
     records: list[Any] = []
@@ -362,6 +367,29 @@ def _decode_avro_block(block: LogBlock) -> pa.Table:
         return compiled.to_table(records)
     except (pa.ArrowException, ValueError, TypeError, OverflowError) as e:
         raise CorruptLogBlock(f"{what}: records do not fit their schema: {e}") from e
+
+
+def _decode_avro_columnar(content: bytes, count: int, compiled: CompiledSchema) -> pa.Table | None:
+    """The block's records decoded a column at a time (:mod:`hoodie.avro.columnar`), or None when the
+    schema or the bytes need the record-by-record decoder (which then reports any damage precisely)."""
+    size = len(content)
+    starts = np.empty(count, dtype=np.int64)
+    ends = np.empty(count, dtype=np.int64)
+    unpack = _I32.unpack_from
+    pos = 8
+    for i in range(count):
+        if pos + 4 > size:
+            return None
+        (length,) = unpack(content, pos)
+        pos += 4
+        if length < 0 or pos + length > size:
+            return None
+        starts[i] = pos
+        pos += length
+        ends[i] = pos
+    if pos != size:
+        return None
+    return decode_columnar(content, starts, ends, compiled)
 
 
 def _decode_parquet_block(block: LogBlock) -> pa.Table:
