@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -230,7 +231,7 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
         merged = merged.set_column(
             merged.schema.get_field_index(FILE_NAME),
             FILE_NAME,
-            pa.array([name] * merged.num_rows, pa.string()),
+            _constant_string(name, merged.num_rows),
         )
     io_type = "MERGE" if op.data_file_path else "CREATE"
     Markers(storage, T).create(op.partition_path, name, io_type)
@@ -314,6 +315,17 @@ def _slice_of(storage: Storage, op: CompactionOperation) -> FileSlice:
     )
 
 
+def _constant_string(value: str, n: int) -> pa.Array:
+    """``n`` copies of ``value`` as a string array, built from its buffers (no Python list of n items)."""
+    data = value.encode("utf-8")
+    offsets = np.arange(n + 1, dtype=np.int64) * len(data)
+    if offsets[-1] < 2**31:
+        return pa.Array.from_buffers(
+            pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data * n)]
+        )
+    return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
+
+
 def _drop_deleted(t: pa.Table) -> pa.Table:
     if IS_DELETED in t.column_names:
         flag = t.column(IS_DELETED)
@@ -329,12 +341,19 @@ def _keys(t: pa.Table, populate_meta_fields: bool, key_fields: Sequence[str]) ->
 
 
 def _base_overlap(base_keys: pa.Array | None, log_keys: pa.Array, merged_keys: pa.Array) -> tuple[int, int]:
-    """(base records the logs touched: Hudi's ``numUpdateWrites``; merged records that were in the base)."""
-    if base_keys is None or not len(base_keys):
-        return 0, 0
-    updated = int(pc.sum(pc.is_in(base_keys, value_set=log_keys)).as_py() or 0) if len(log_keys) else 0
-    kept = int(pc.sum(pc.is_in(merged_keys, value_set=base_keys)).as_py() or 0) if len(merged_keys) else 0
-    return updated, kept
+    """(base records the logs touched: Hudi's ``numUpdateWrites``; merged records that were in the base).
+
+    Every hash set is built from the log's keys, which are few next to the base file's: new records are log
+    keys the base does not hold, and the merged rows that are not new came from the base.
+    """
+    if base_keys is None or not len(base_keys) or not len(log_keys):
+        return 0, len(merged_keys) if base_keys is not None and len(base_keys) else 0
+    in_log = pc.is_in(base_keys, value_set=log_keys)
+    updated = int(pc.sum(in_log).as_py() or 0)
+    touched = base_keys.filter(in_log)
+    new_keys = log_keys.filter(pc.invert(pc.is_in(log_keys, value_set=touched)))
+    new_rows = int(pc.sum(pc.is_in(merged_keys, value_set=new_keys)).as_py() or 0) if len(new_keys) else 0
+    return updated, len(merged_keys) - new_rows
 
 
 # -- step 3: the driver commits ----------------------------------------------------------------------------
