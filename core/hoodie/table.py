@@ -35,10 +35,9 @@ from hoodie.file_group.fs_view import (
     read_optimized_slices,
     snapshot_slices,
 )
-from hoodie.keygen import record_keys
 from hoodie.log.reader import scan_log_files
 from hoodie.read.conform import conform_table
-from hoodie.read.merge import Deletes, MergeInput, merge_records
+from hoodie.read.merge import Deletes, MergeInput, merge_records, record_keys
 from hoodie.schema import avro_to_arrow_schema
 from hoodie.storage import Storage
 from hoodie.timeline.instant import REPLACE_COMMIT, Instant, State, check_time
@@ -95,12 +94,6 @@ class SliceMerge:
     rollback_blocks: int = 0
     scan_ms: int = 0
     base_keys: pa.Array | None = None  # record keys of the base file's rows (when it has logs to merge)
-
-
-def _keys_of(data: pa.Table, rules: MergeRules) -> pa.Array:
-    if "_hoodie_record_key" in data.column_names:
-        return data.column("_hoodie_record_key").combine_chunks().cast(pa.string())
-    return record_keys(data, rules.key_fields)
 
 
 class Table:
@@ -351,7 +344,7 @@ class Table:
                         data = conform_table(data, schema, source=batch.log_file)
                     steps.append(MergeInput(data=data))
                     log_records += data.num_rows
-                    log_keys.append(_keys_of(data, rules))
+                    log_keys.append(record_keys(data, rules.key_fields))
             else:
                 t = batch.table
                 keys = t.column("_hoodie_record_key").combine_chunks()
@@ -374,7 +367,7 @@ class Table:
             corrupt_blocks=len(scan.corrupt_blocks),
             rollback_blocks=scan.rollback_blocks,
             scan_ms=scan_ms,
-            base_keys=_keys_of(base, rules) if base is not None else None,
+            base_keys=record_keys(base, rules.key_fields) if base is not None else None,
         )
 
     def _read_slices(

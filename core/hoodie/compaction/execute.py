@@ -44,7 +44,7 @@ from hoodie.keygen import record_keys
 from hoodie.lock import LockProvider, held
 from hoodie.log.log_file import LogFile
 from hoodie.read.conform import conform_table
-from hoodie.read.merge import IS_DELETED
+from hoodie.read.merge import drop_deleted_rows
 from hoodie.storage import Storage
 from hoodie.table import META_COLUMNS, Table
 from hoodie.timeline.instant import COMPACTION, Instant, State
@@ -215,7 +215,7 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
     schema = table.read_schema()
     if merged is None:
         merged = schema.empty_table() if schema is not None else pa.table({})
-    merged = _drop_deleted(merged)
+    merged = drop_deleted_rows(merged)
     if schema is not None:
         merged = conform_table(merged, schema).select(schema.names)
     name = BaseFile(op.file_id, write_token, T, "parquet").file_name
@@ -324,14 +324,6 @@ def _constant_string(value: str, n: int) -> pa.Array:
             pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data * n)]
         )
     return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
-
-
-def _drop_deleted(t: pa.Table) -> pa.Table:
-    if IS_DELETED in t.column_names:
-        flag = t.column(IS_DELETED)
-        if pa.types.is_boolean(flag.type):
-            return t.filter(pc.invert(pc.fill_null(flag, False)))
-    return t
 
 
 def _keys(t: pa.Table, populate_meta_fields: bool, key_fields: Sequence[str]) -> pa.Array:

@@ -92,7 +92,7 @@ def merge_records(
     if not data_parts:
         raise ValueError("nothing to merge: no base file and no data blocks")
     if len(data_parts) == 1 and not has_deletes and base is not None:
-        return _drop_deleted_rows(base)
+        return drop_deleted_rows(base)
 
     data = (
         pa.concat_tables(data_parts, promote_options="permissive") if len(data_parts) > 1 else data_parts[0]
@@ -215,10 +215,11 @@ def merge_records(
     all_firsts = pa.concat_arrays([pa.array(untouched), firsts.combine_chunks().cast(pa.int64())])
     all_rows = pa.concat_arrays([pa.array(untouched), win.column("idx").combine_chunks().cast(pa.int64())])
     rows = pc.drop_null(all_rows.take(pc.sort_indices(all_firsts)))
-    return _drop_deleted_rows(data.take(rows))
+    return drop_deleted_rows(data.take(rows))
 
 
-def _drop_deleted_rows(t: pa.Table) -> pa.Table:
+def drop_deleted_rows(t: pa.Table) -> pa.Table:
+    """Rows without ``_hoodie_is_deleted`` set (Hudi's soft deletes)."""
     if IS_DELETED in t.column_names:
         flag = t.column(IS_DELETED)
         if pa.types.is_boolean(flag.type) and pc.any(flag).as_py():
