@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import logging
 
-import pyarrow as pa
-
 from hoodie.config import METADATA_PARTITIONS, METADATA_PARTITIONS_INFLIGHT, TableConfig
-from hoodie.errors import StorageError
 from hoodie.lock import LockProvider, held
 from hoodie.storage import Storage
 
@@ -41,12 +38,7 @@ def delete_metadata_table(storage: Storage, lock: LockProvider) -> bool:
             return False
         if config.props.get(METADATA_PARTITIONS) or config.props.get(METADATA_PARTITIONS_INFLIGHT):
             config.updated({METADATA_PARTITIONS: "", METADATA_PARTITIONS_INFLIGHT: ""}).store(storage)
-        try:
-            storage.filesystem.delete_dir(storage.full_path(METADATA_TABLE_PATH))
-        except FileNotFoundError:
-            pass
-        except (OSError, pa.ArrowException) as e:
-            raise StorageError(f"cannot delete the metadata table of {storage.uri}: {e}") from e
+        storage.delete_dir(METADATA_TABLE_PATH)
     logger.warning("deleted the metadata table of %s (%s=false)", storage.uri, METADATA_ENABLE)
     return True
 

@@ -175,38 +175,8 @@ class Storage:
         not offer that through pyarrow, so there it raises :class:`StorageError`: callers must hold a lock
         and use ``overwrite=True`` after checking.
         """
-        full = self.full_path(path)
-        parent = posixpath.dirname(full)
-        if self.is_local:
-            os.makedirs(parent, exist_ok=True)
-            tmp = f"{parent}/.{posixpath.basename(full)}.{os.getpid()}.{id(data)}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            try:
-                if overwrite:
-                    os.replace(tmp, full)
-                else:
-                    try:
-                        os.link(tmp, full)
-                    except FileExistsError as e:
-                        raise FileAlreadyExists(full) from e
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-            return
-        if not overwrite:
-            raise StorageError(
-                f"atomic create-if-absent of {full} is not available on {type(self._fs).__name__}; "
-                "take the table lock and overwrite explicitly"
-            )
-        try:
-            self._fs.create_dir(parent, recursive=True)
-            with self._fs.open_output_stream(full) as f:
-                f.write(data)
-        except (OSError, pa.ArrowException) as e:
-            raise StorageError(f"cannot write {full}: {e}") from e
+        with self.create_stream(path, overwrite=overwrite) as out:
+            out.write(data)
 
     @contextlib.contextmanager
     def create_stream(self, path: str, *, overwrite: bool = False) -> Iterator[pa.NativeFile]:
@@ -252,6 +222,16 @@ class Storage:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+
+    def delete_dir(self, path: str) -> None:
+        """Delete a folder with everything below it (nothing when it is absent)."""
+        full = self.full_path(path)
+        try:
+            self._fs.delete_dir(full)
+        except FileNotFoundError:
+            pass
+        except (OSError, pa.ArrowException) as e:
+            raise StorageError(f"cannot delete {full}: {e}") from e
 
     def delete(self, path: str, *, missing_ok: bool = True) -> bool:
         """Delete one file. Returns whether it existed."""

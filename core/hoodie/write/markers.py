@@ -26,9 +26,7 @@ from collections.abc import Callable, Iterable
 from enum import StrEnum
 from typing import NamedTuple
 
-import pyarrow as pa
-
-from hoodie.errors import FileAlreadyExists, HoodieError, InvalidFileName, StorageError
+from hoodie.errors import FileAlreadyExists, HoodieError, InvalidFileName
 from hoodie.storage import Storage, check_relative
 from hoodie.timeline.instant import check_time
 from hoodie.timeline.metadata import CommitMetadata
@@ -134,13 +132,7 @@ class Markers:
         for info in self.storage.list(self.folder, recursive=True):
             if not info.is_dir and self.storage.delete(info.path):
                 count += 1
-        # The storage interface deletes files only; the (now empty) folder goes through its file system.
-        try:
-            self.storage.filesystem.delete_dir(self.storage.full_path(self.folder))
-        except FileNotFoundError:
-            pass
-        except (OSError, pa.ArrowException) as e:
-            raise StorageError(f"cannot delete {self.storage.full_path(self.folder)}: {e}") from e
+        self.storage.delete_dir(self.folder)
         return count
 
 
