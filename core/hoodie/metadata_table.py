@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from hoodie.config import METADATA_PARTITIONS, METADATA_PARTITIONS_INFLIGHT, TableConfig
+from hoodie.errors import HoodieError
 from hoodie.lock import LockProvider, held
 from hoodie.storage import Storage
 
@@ -22,10 +23,29 @@ METADATA_ENABLE = "hoodie.metadata.enable"
 logger = logging.getLogger(__name__)
 
 
+class MetadataTableNotSupported(HoodieError):
+    """The table has a metadata table, which hoodied cannot keep consistent yet."""
+
+
 def has_metadata_table(storage: Storage, config: TableConfig) -> bool:
     return bool(config.metadata_partitions) or storage.exists(
         f"{METADATA_TABLE_PATH}/.hoodie/hoodie.properties"
     )
+
+
+def refuse_metadata_table(storage: Storage, config: TableConfig, service: str) -> None:
+    """Raise :class:`MetadataTableNotSupported` when the table has a metadata table ``service`` would leave
+    behind (its file listing would go stale: readers listing through it would miss new files or look for
+    deleted ones)."""
+    if has_metadata_table(storage, config):
+        raise MetadataTableNotSupported(
+            f"{storage.uri} has a metadata table (partitions: "
+            f"{', '.join(config.metadata_partitions) or '?'}); "
+            f"hoodied cannot yet keep it consistent with a {service}, and committing without it would leave "
+            "readers that list through it with a wrong file listing. Refusing; run Hudi's table service for "
+            f"this table, or disable the metadata table ({METADATA_ENABLE}=false: deleted as Hudi's writers "
+            "do, rebuilt by the next writer that enables it)"
+        )
 
 
 def delete_metadata_table(storage: Storage, lock: LockProvider) -> bool:
@@ -43,4 +63,11 @@ def delete_metadata_table(storage: Storage, lock: LockProvider) -> bool:
     return True
 
 
-__all__ = ["METADATA_ENABLE", "METADATA_TABLE_PATH", "delete_metadata_table", "has_metadata_table"]
+__all__ = [
+    "METADATA_ENABLE",
+    "METADATA_TABLE_PATH",
+    "MetadataTableNotSupported",
+    "delete_metadata_table",
+    "has_metadata_table",
+    "refuse_metadata_table",
+]

@@ -7,6 +7,8 @@
                      --delete-fraction D --partitions P [--log-format avro|parquet] [--seed S]
     hoodied compact PATH --mode schedule|execute|schedule-and-execute [--instant T] [--strategy NAME]
                     [--spark-master URL] [--conf key=value ...]
+    hoodied clean PATH [--mode schedule|execute|schedule-and-execute] [--instant T] [--policy NAME]
+                  [--spark] [--spark-master URL] [--conf key=value ...]
 
 Errors print one line (``hoodied: error: ...``) to stderr and exit with status 2 for bad input (a table we
 refuse, a damaged file) or 1 for anything unexpected.
@@ -17,8 +19,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from hoodie.errors import HoodieError
+
+if TYPE_CHECKING:
+    from hoodie.lock import FileSystemLock
+    from hoodie.storage import Storage
 
 
 def _cmd_read(args: argparse.Namespace) -> int:
@@ -112,32 +119,19 @@ def _parse_conf(pairs: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
 LOCK_EXPIRE_MINUTES = "hoodie.write.lock.filesystem.expire"
 
 
-def _cmd_compact(args: argparse.Namespace) -> int:
-    from hoodie.compaction.execute import NothingToCompact, pending_compactions
-    from hoodie.compaction.plan import schedule_compaction
-    from hoodie.compaction.strategy import STRATEGY, CompactionConfig
-    from hoodie.failpoints import arm_for_children, failpoint
+def _open_for_service(path: str, hoodie_conf: dict[str, str], command: str) -> tuple[Storage, FileSystemLock]:
+    """The table's storage and file-system lock for a one-off table service; deletes the metadata table
+    first when the settings disable it (as Hudi's writers do)."""
     from hoodie.lock import FileSystemLock
     from hoodie.metadata_table import METADATA_ENABLE, delete_metadata_table
     from hoodie.storage import Storage
-    from hoodie.table import Table
-    from hoodie.write.base_file import ParquetOptions
-    from hoodie.write.markers import sweep_completed
-    from hoodied.claims import LocalClaim
-    from hoodied.compactor import run_compaction_job
     from hoodied.errors import ServiceError
-    from hoodied.spark import SparkConfig, spark_session
 
-    arm_for_children()
-    hoodie_conf, spark_conf = _parse_conf(args.conf or [])
-    if args.strategy:
-        hoodie_conf[STRATEGY] = args.strategy
-    config = CompactionConfig.from_config(hoodie_conf)
-    storage = Storage.for_uri(args.path)
+    storage = Storage.for_uri(path)
     if not storage.is_local:
         raise ServiceError(
-            f"{args.path}: tables on object stores need the daemon's ZooKeeper lock (hoodied run); "
-            "hoodied compact takes the file-system lock, which needs a local file system"
+            f"{path}: tables on object stores need the daemon's ZooKeeper lock (hoodied run); "
+            f"hoodied {command} takes the file-system lock, which needs a local file system"
         )
     expire = hoodie_conf.get(LOCK_EXPIRE_MINUTES, "")
     try:
@@ -148,7 +142,28 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     if hoodie_conf.get(METADATA_ENABLE, "").strip().lower() == "false" and delete_metadata_table(
         storage, lock
     ):
-        print(f"deleted the metadata table of {args.path} ({METADATA_ENABLE}=false, as Hudi's writers do)")
+        print(f"deleted the metadata table of {path} ({METADATA_ENABLE}=false, as Hudi's writers do)")
+    return storage, lock
+
+
+def _cmd_compact(args: argparse.Namespace) -> int:
+    from hoodie.compaction.execute import NothingToCompact, pending_compactions
+    from hoodie.compaction.plan import schedule_compaction
+    from hoodie.compaction.strategy import STRATEGY, CompactionConfig
+    from hoodie.failpoints import arm_for_children, failpoint
+    from hoodie.table import Table
+    from hoodie.write.base_file import ParquetOptions
+    from hoodie.write.markers import sweep_completed
+    from hoodied.claims import LocalClaim
+    from hoodied.compactor import run_compaction_job
+    from hoodied.spark import SparkConfig, spark_session
+
+    arm_for_children()
+    hoodie_conf, spark_conf = _parse_conf(args.conf or [])
+    if args.strategy:
+        hoodie_conf[STRATEGY] = args.strategy
+    config = CompactionConfig.from_config(hoodie_conf)
+    storage, lock = _open_for_service(args.path, hoodie_conf, "compact")
     instant = args.instant
     if args.mode in ("schedule", "schedule-and-execute"):
         if args.instant:
@@ -192,6 +207,66 @@ def _cmd_compact(args: argparse.Namespace) -> int:
             if job.rolled_back_files
             else ""
         )
+    )
+    return 0
+
+
+def _cmd_clean(args: argparse.Namespace) -> int:
+    from hoodie.clean.execute import NothingToClean
+    from hoodie.clean.plan import POLICY, CleanConfig, FailedWritesPolicy, pending_cleans, schedule_clean
+    from hoodie.failpoints import arm_for_children, failpoint
+    from hoodie.table import Table
+    from hoodie.write.failed_writes import HeartbeatConfig, rollback_failed_writes
+    from hoodied.claims import LocalClaim
+    from hoodied.cleaner import run_clean_job
+    from hoodied.spark import SparkConfig, spark_session
+
+    arm_for_children()
+    hoodie_conf, spark_conf = _parse_conf(args.conf or [])
+    if args.policy:
+        hoodie_conf[POLICY] = args.policy
+    storage, lock = _open_for_service(args.path, hoodie_conf, "clean")
+    table = Table.load(storage)
+    settings = {**table.config.props, **hoodie_conf}
+    config = CleanConfig.from_config(settings)
+    instant = args.instant
+    if args.mode in ("schedule", "schedule-and-execute"):
+        if args.instant:
+            raise ValueError("--instant names a pending clean to execute; schedule takes a fresh time")
+        if config.failed_writes is FailedWritesPolicy.LAZY:
+            for done in rollback_failed_writes(storage, lock, HeartbeatConfig.from_config(settings)):
+                print(
+                    f"rolled back failed write {done.rolled_back} (heartbeat expired): "
+                    f"{len(done.deleted)} file(s) deleted"
+                )
+        scheduled = schedule_clean(storage, lock, config=config)
+        if scheduled.instant is None:
+            print(f"no clean scheduled: {scheduled.reason}")
+            if args.mode == "schedule" or not pending_cleans(Table.load(storage)):
+                return 0
+        else:
+            print(f"scheduled clean {scheduled.instant.time}: {scheduled.reason}")
+            failpoint("clean.after_schedule")
+            if args.mode == "schedule":
+                return 0
+            instant = scheduled.instant.time
+    if instant is None:
+        pending = pending_cleans(Table.load(storage))
+        if not pending:
+            print(f"no pending clean on {args.path}")
+            return 0
+        instant = pending[0].time
+    with LocalClaim(storage, "clean", instant) as claim:
+        spark = spark_session(SparkConfig(master=args.spark_master, conf=spark_conf)) if args.spark else None
+        try:
+            job = run_clean_job(spark, storage, lock, instant, fence=claim.check)
+        except NothingToClean as e:
+            print(str(e))
+            return 0
+    r = job.result
+    print(
+        f"completed clean {instant}: {r.files_deleted} file(s) deleted, {r.bytes_deleted} byte(s) freed, "
+        f"{len(r.failed)} failed, in {job.seconds:.1f} s" + (" (Spark)" if job.used_spark else "")
     )
     return 0
 
@@ -240,6 +315,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spark-master", default="local[*]", help="Spark master (default: local[*] in-process)")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
     p.set_defaults(func=_cmd_compact)
+
+    p = sub.add_parser("clean", help="schedule and/or run a clean (as Hudi's HoodieCleaner)")
+    p.add_argument("path")
+    p.add_argument(
+        "--mode", choices=["schedule", "execute", "schedule-and-execute"], default="schedule-and-execute"
+    )
+    p.add_argument("--instant", help="the pending clean to execute (default: the earliest)")
+    p.add_argument("--policy", help="KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS or KEEP_LATEST_BY_HOURS")
+    p.add_argument(
+        "--spark",
+        action="store_true",
+        help="start Spark to delete large plans in parallel (small plans use threads either way)",
+    )
+    p.add_argument("--spark-master", default="local[*]", help="Spark master (default: local[*] in-process)")
+    p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
+    p.set_defaults(func=_cmd_clean)
     return parser
 
 

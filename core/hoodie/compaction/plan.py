@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 from hoodie.compaction.strategy import CompactionConfig
 from hoodie.compaction.trigger import TriggerConfig, TriggerDecision, evaluate_trigger
-from hoodie.errors import HoodieError, UnsupportedTable
+from hoodie.errors import UnsupportedTable
 from hoodie.file_group.file_group import FileGroupId
 from hoodie.lock import LockProvider, held
-from hoodie.metadata_table import has_metadata_table
+from hoodie.metadata_table import MetadataTableNotSupported, refuse_metadata_table
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.instant import COMPACTION, WRITE_ACTIONS, Instant
@@ -41,10 +41,6 @@ from hoodie.timeline.metadata import CompactionOperation, CompactionPlan, encode
 from hoodie.timeline.writer import TimelineWriter
 
 logger = logging.getLogger(__name__)
-
-
-class MetadataTableNotSupported(HoodieError):
-    """The table has a metadata table, which hoodied cannot keep consistent yet."""
 
 
 @dataclass(frozen=True)
@@ -72,14 +68,7 @@ def check_compactable(table: Table) -> None:
         raise UnsupportedTable(
             f"{table.base_path} is a COPY_ON_WRITE table: only MERGE_ON_READ tables compact"
         )
-    if has_metadata_table(table.storage, cfg):
-        raise MetadataTableNotSupported(
-            f"{table.base_path} has a metadata table (partitions: "
-            f"{', '.join(cfg.metadata_partitions) or '?'}); hoodied cannot yet keep it consistent with a "
-            "compaction, and committing without it would hide the new base files from readers that list "
-            "through it. Refusing; run Hudi's compactor for this table, or disable the metadata table "
-            "(hoodie.metadata.enable=false: deleted as Hudi's writers do, rebuilt by the next writer)"
-        )
+    refuse_metadata_table(table.storage, cfg, "compaction")
 
 
 def blocked_file_groups(table: Table) -> dict[FileGroupId, str]:

@@ -281,6 +281,21 @@ class TimelineWriter:
             self.storage.delete(f"{self.folder}/{name}")
         return Instant(instant.time, instant.action, State.REQUESTED)
 
+    def delete_pending(self, instant: Instant) -> None:
+        """Remove a pending instant's files, inflight first, then requested (as Hudi's
+        ``deleteInflightAndRequestedInstant`` after a rollback of a failed write). A completed instant is
+        never removed."""
+        if instant.state is State.COMPLETED:
+            raise ValueError(f"delete_pending() removes a pending instant; {instant} is completed")
+        with self._critical_section():
+            files = self._files_of(instant.time)
+            if State.COMPLETED in files:
+                raise CommitConflict(f"{instant} completed meanwhile; it is not deleted")
+            for state in (State.INFLIGHT, State.REQUESTED):
+                for found, name in files.get(state, []):
+                    if found.action == instant.action:
+                        self.storage.delete(f"{self.folder}/{name}")
+
     # -- checks ------------------------------------------------------------------------------------------
 
     def _check_action(self, action: str) -> None:

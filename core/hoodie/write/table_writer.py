@@ -67,6 +67,7 @@ from hoodie.timeline.metadata import CommitMetadata, WriteStat, encode_commit_me
 from hoodie.timeline.timeline import Timeline
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.base_file import ParquetOptions, add_meta_columns, write_base_file
+from hoodie.write.failed_writes import Heartbeat, HeartbeatConfig
 from hoodie.write.markers import Markers
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
@@ -87,6 +88,7 @@ class WriteConfig:
     record_size_estimate: int = 1024  # hoodie.copyonwrite.record.size.estimate
     max_log_file_bytes: int = 1_073_741_824  # hoodie.logfile.max.size
     lock_timeout_seconds: float = 60.0
+    heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)  # hoodie.client.heartbeat.*
 
 
 @dataclass(frozen=True)
@@ -244,22 +246,25 @@ class TableWriter:
         # The view the files are written against is taken once our instant is on the timeline: a compaction
         # scheduled before it is in the view (v6 logs then go to its new slice), and one scheduled after it
         # sees this write pending (and, on v6, waits for it).
-        table = job.table = self._open_table()
-        inflight_md = CommitMetadata(operation_type=operation, extra_metadata={"schema": avro_json})
-        inflight = timeline_writer.start(
-            requested, encode_commit_metadata(inflight_md, table_version=version, action=action)
-        )
-        stats = job.write(instant_time)
-        metadata = CommitMetadata(
-            partition_to_write_stats=stats,
-            extra_metadata={"schema": avro_json},
-            operation_type=operation,
-            compacted=False,
-        )
-        content = encode_commit_metadata(metadata, table_version=version, action=action)
-        with self._locked():
-            self._check_conflicts(table, instant_time, metadata)
-            completed = timeline_writer.complete(inflight, content)
+        # The heartbeat tells a LAZY clean (hoodied's, or Hudi's) that this write is alive; once it stops,
+        # an unfinished instant is a failed write to roll back.
+        with Heartbeat(self.storage, instant_time, self.write_config.heartbeat):
+            table = job.table = self._open_table()
+            inflight_md = CommitMetadata(operation_type=operation, extra_metadata={"schema": avro_json})
+            inflight = timeline_writer.start(
+                requested, encode_commit_metadata(inflight_md, table_version=version, action=action)
+            )
+            stats = job.write(instant_time)
+            metadata = CommitMetadata(
+                partition_to_write_stats=stats,
+                extra_metadata={"schema": avro_json},
+                operation_type=operation,
+                compacted=False,
+            )
+            content = encode_commit_metadata(metadata, table_version=version, action=action)
+            with self._locked():
+                self._check_conflicts(table, instant_time, metadata)
+                completed = timeline_writer.complete(inflight, content)
         job.markers.delete_all()
         return CommitResult(completed, metadata)
 

@@ -1,0 +1,1 @@
+"""Clean: reclaim storage held by old file versions, without breaking any reader."""

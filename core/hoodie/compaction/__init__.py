@@ -1,0 +1,1 @@
+"""Compaction: merge log files into new base files (planning, strategies, triggers, execution)."""

@@ -1,0 +1,363 @@
+"""Failed writes: heartbeats, and rolling back a write whose writer died.
+
+Under Hudi's ``LAZY`` failed-writes policy (``hoodie.clean.failed.writes.policy``, needed whenever several
+writers or a separate table-service process share a table) a writer keeps a heartbeat for its instant: the
+file ``.hoodie/.heartbeat/<instant>``, re-created every ``hoodie.client.heartbeat.interval_in_ms`` (60 s) and
+deleted when the write ends. A pending write whose heartbeat is older than interval x
+``hoodie.client.heartbeat.tolerable.misses`` (2), or missing, has failed; the clean rolls it back
+(Hudi: ``rollbackFailedWrites`` before cleaning). Under ``EAGER`` (the single-writer default) only the writer
+itself may roll back its failed writes when it starts again; hoodied leaves them alone.
+
+:func:`rollback_failed_write` works as Hudi's marker-based rollback: a ``rollback`` instant is requested
+with a ``HoodieRollbackPlan`` naming the files, moved to inflight, the files go, the failed instant's timeline
+files are removed, and the rollback completes with ``HoodieRollbackMetadata``. The files are those the
+instant's markers name, plus base files (and, v8+, log files) carrying the instant's time found by listing.
+A v6 log file holding only the failed instant's blocks is deleted; one that also holds other instants'
+blocks (Hudi 0.x appends to log files) keeps them and gets a rollback command block in a new log file of the
+same slice, so no reader (hudi-rs, Hudi, ours) ever counts the failed blocks, even once the failed instant
+is older than the active timeline. A rollback that died half-way is finished by the next call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import posixpath
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from hoodie.errors import HoodieError, InvalidWriteConfig
+from hoodie.file_group.base_file import BaseFile
+from hoodie.lock import LockProvider, held
+from hoodie.log.block import BlockType, iter_blocks
+from hoodie.log.log_file import LogFile
+from hoodie.log.writer import encode_rollback_command_block, write_log_file
+from hoodie.storage import Storage
+from hoodie.table import Table
+from hoodie.timeline.instant import COMMIT, DELTA_COMMIT, ROLLBACK, Instant, State
+from hoodie.timeline.instant_time import InstantTimeGenerator
+from hoodie.timeline.metadata import (
+    InstantInfo,
+    RollbackMetadata,
+    RollbackPartitionMetadata,
+    RollbackPlan,
+    RollbackRequest,
+    decode_rollback_plan,
+    encode_rollback_metadata,
+    encode_rollback_plan,
+)
+from hoodie.timeline.writer import TimelineWriter
+from hoodie.write.markers import Markers
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_FOLDER = ".hoodie/.heartbeat"
+HEARTBEAT_INTERVAL_MS = "hoodie.client.heartbeat.interval_in_ms"
+HEARTBEAT_INTERVAL_MS_DEFAULT = 60_000
+HEARTBEAT_TOLERABLE_MISSES = "hoodie.client.heartbeat.tolerable.misses"
+HEARTBEAT_TOLERABLE_MISSES_DEFAULT = 2
+# Pending instants of these actions are ingestion writes (replacecommits may be clustering: not ours).
+FAILED_WRITE_ACTIONS = frozenset({COMMIT, DELTA_COMMIT})
+
+
+@dataclass(frozen=True)
+class HeartbeatConfig:
+    interval_ms: int = HEARTBEAT_INTERVAL_MS_DEFAULT
+    tolerable_misses: int = HEARTBEAT_TOLERABLE_MISSES_DEFAULT
+
+    @property
+    def expiry_ms(self) -> int:
+        return self.interval_ms * self.tolerable_misses
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, str]) -> HeartbeatConfig:
+        def read(key: str, default: int) -> int:
+            raw = (config.get(key) or "").strip()
+            if not raw:
+                return default
+            try:
+                value = int(raw)
+            except ValueError:
+                raise InvalidWriteConfig(f"{key}={raw!r}: not an integer") from None
+            if value < 1:
+                raise InvalidWriteConfig(f"{key}={raw!r}: must be at least 1")
+            return value
+
+        return cls(
+            read(HEARTBEAT_INTERVAL_MS, HEARTBEAT_INTERVAL_MS_DEFAULT),
+            read(HEARTBEAT_TOLERABLE_MISSES, HEARTBEAT_TOLERABLE_MISSES_DEFAULT),
+        )
+
+
+def heartbeat_path(instant_time: str) -> str:
+    return f"{HEARTBEAT_FOLDER}/{instant_time}"
+
+
+class Heartbeat:
+    """A writer's heartbeat for one instant: the file is written at once and every interval on a daemon
+    thread until :meth:`stop`, which deletes it."""
+
+    def __init__(self, storage: Storage, instant_time: str, config: HeartbeatConfig | None = None) -> None:
+        self.storage = storage
+        self.instant_time = instant_time
+        self.config = config or HeartbeatConfig()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def beat(self) -> None:
+        self.storage.create(heartbeat_path(self.instant_time), b"", overwrite=True)
+
+    def start(self) -> Heartbeat:
+        self.beat()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{self.instant_time}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.config.interval_ms / 1000):
+            try:
+                self.beat()
+            except (OSError, HoodieError) as e:  # a missed beat; the next one may succeed
+                logger.warning("heartbeat of %s on %s failed: %s", self.instant_time, self.storage.uri, e)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.storage.delete(heartbeat_path(self.instant_time))
+
+    def __enter__(self) -> Heartbeat:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def last_heartbeat_ms(storage: Storage, instant_time: str) -> int:
+    """When the instant's heartbeat was last written (epoch ms), 0 when it has none."""
+    path = heartbeat_path(instant_time)
+    if not storage.exists(path):
+        return 0
+    mtime = storage.info(path).mtime_ns
+    return (mtime or 0) // 1_000_000
+
+
+def failed_writes(table: Table, config: HeartbeatConfig, now_ms: int | None = None) -> list[Instant]:
+    """Pending ingestion writes whose heartbeat expired (or that have none), oldest first."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    out = []
+    for instant in table.timeline.pending():
+        if instant.action not in FAILED_WRITE_ACTIONS:
+            continue
+        if now - last_heartbeat_ms(table.storage, instant.time) > config.expiry_ms:
+            out.append(instant)
+    return out
+
+
+@dataclass(frozen=True)
+class FailedWriteRollback:
+    """The rollback instant, the write it removed, the files deleted and the log files given a rollback
+    command block."""
+
+    rollback_instant: Instant
+    rolled_back: str
+    deleted: tuple[str, ...]
+    command_blocks: tuple[str, ...]
+
+
+def _partitions(storage: Storage) -> list[str]:
+    """Every folder below the base path that may hold data files ('' for the base path itself)."""
+    out = [""]
+    for info in storage.list("", recursive=True):
+        if info.is_dir and not any(part.startswith(".") for part in info.path.split("/")):
+            out.append(info.path)
+    return out
+
+
+def _files_of_failed_write(
+    storage: Storage, table: Table, instant: Instant
+) -> tuple[list[str], dict[str, str]]:
+    """(files to delete, v6 log files to void with a command block -> their partition)."""
+    W = instant.time
+    version = table.config.table_version
+    delete: set[str] = set()
+    appended: set[str] = set()
+    for marker in Markers(storage, W).list():
+        log = LogFile.try_parse(marker.file_name)
+        if log is not None and version < 8:
+            appended.add(marker.path)
+        else:
+            delete.add(marker.path)
+    requested_ns = None
+    with contextlib.suppress(KeyError, OSError, HoodieError):
+        requested_ns = storage.info(table.timeline.file_of(W, State.REQUESTED)).mtime_ns
+    for partition in _partitions(storage):
+        for info in storage.list(partition):
+            if info.is_dir:
+                continue
+            path = info.path
+            base = BaseFile.try_parse(info.name)
+            if base is not None and base.instant_time == W:
+                delete.add(path)
+                continue
+            log = LogFile.try_parse(info.name) if info.name.startswith(".") else None
+            if log is None or log.is_cdc:
+                continue
+            if version >= 8:
+                if log.instant == W:
+                    delete.add(path)
+            elif requested_ns is not None and (info.mtime_ns or 0) >= requested_ns - 2_000_000_000:
+                appended.add(path)  # written after the write began: it may hold the write's blocks
+    void: dict[str, str] = {}
+    for path in sorted(appended):
+        if not storage.exists(path):
+            continue
+        instants = {
+            b.instant_time for b in iter_blocks(storage.read(path)) if b.block_type is not BlockType.CORRUPT
+        }
+        if W not in instants:
+            continue
+        if instants <= {W}:
+            delete.add(path)
+        else:
+            void[path] = posixpath.dirname(path)
+    return sorted(p for p in delete if storage.exists(p)), void
+
+
+def rollback_failed_write(
+    storage: Storage,
+    lock: LockProvider,
+    instant: Instant,
+    *,
+    time_generator: InstantTimeGenerator | None = None,
+) -> FailedWriteRollback | None:
+    """Roll back the failed pending write ``instant`` (see the module doc); ``None`` when it is no longer
+    pending (it completed, or another runner rolled it back)."""
+    generator = time_generator or InstantTimeGenerator()
+    table = Table.load(storage)
+    cfg = table.config
+    version = cfg.table_version
+    writer = TimelineWriter(storage, cfg, lock, time_generator=generator)
+    current = table.timeline.get(instant.time)
+    if current is None or current.state is State.COMPLETED or current.action not in FAILED_WRITE_ACTIONS:
+        return None
+    started = time.monotonic()
+    resumed = _pending_rollback_of(table, writer, instant.time)
+    delete, void = _files_of_failed_write(storage, table, current)
+    if resumed is not None:
+        rollback = resumed
+    else:
+        by_partition: dict[str, list[str]] = {}
+        for path in delete:
+            by_partition.setdefault(posixpath.dirname(path), []).append(storage.full_path(path))
+        plan = RollbackPlan(
+            instant_to_rollback=InstantInfo(current.time, current.action),
+            rollback_requests=tuple(
+                RollbackRequest(
+                    partition_path=p, file_id="", latest_base_instant="", files_to_be_deleted=tuple(f)
+                )
+                for p, f in sorted(by_partition.items())
+            ),
+        )
+        with held(lock):
+            fresh = Table.load(storage).timeline.get(instant.time)
+            if fresh is None or fresh.state is State.COMPLETED:
+                return None
+            rollback_time = generator.next(storage, cfg)
+            requested = writer.request(
+                ROLLBACK, rollback_time, encode_rollback_plan(plan, table_version=version)
+            )
+        rollback = writer.start(requested)
+    deleted: dict[str, list[str]] = {}
+    for path in delete:
+        storage.delete(path)
+        deleted.setdefault(posixpath.dirname(path), []).append(storage.full_path(path))
+    voided: dict[str, dict[str, int]] = {}
+    for path, partition in void.items():
+        log = LogFile.parse(posixpath.basename(path))
+        block = encode_rollback_command_block(instant_time=rollback.time, target_instant_time=instant.time)
+        written = write_log_file(
+            storage, partition, log.file_id, log.instant, [block], table_version=version, write_token="0-0-0"
+        )
+        for w in written:
+            voided.setdefault(partition, {})[storage.full_path(w.path)] = w.size_bytes
+    metadata = RollbackMetadata(
+        start_rollback_time=rollback.time,
+        time_taken_in_millis=int((time.monotonic() - started) * 1000),
+        total_files_deleted=sum(len(v) for v in deleted.values()),
+        commits_rollback=(instant.time,),
+        partition_metadata={
+            p: RollbackPartitionMetadata(
+                partition_path=p,
+                success_delete_files=tuple(deleted.get(p, ())),
+                rollback_log_files=voided.get(p, {}),
+            )
+            for p in sorted(set(deleted) | set(voided))
+        },
+        instants_rollback=(InstantInfo(instant.time, current.action),),
+    )
+    with held(lock):
+        writer.delete_pending(current)
+        done = writer.complete(rollback, encode_rollback_metadata(metadata, table_version=version))
+    Markers(storage, instant.time).delete_all()
+    storage.delete(heartbeat_path(instant.time))
+    logger.warning(
+        "rolled back failed write %s %s on %s with rollback %s: %d file(s) deleted, %d rollback block(s)",
+        current.action,
+        instant.time,
+        storage.uri,
+        rollback.time,
+        sum(len(v) for v in deleted.values()),
+        len(void),
+    )
+    return FailedWriteRollback(
+        done, instant.time, tuple(sorted(delete)), tuple(sorted(p for v in voided.values() for p in v))
+    )
+
+
+def _pending_rollback_of(table: Table, writer: TimelineWriter, instant_time: str) -> Instant | None:
+    """An inflight rollback of ``instant_time`` left by an earlier attempt (resumed, not duplicated)."""
+    for pending in table.timeline.pending():
+        if pending.action != ROLLBACK:
+            continue
+        data = table.storage.read(table.timeline.file_of(pending.time, State.REQUESTED))
+        plan = decode_rollback_plan(data)
+        if plan.instant_to_rollback is not None and plan.instant_to_rollback.commit_time == instant_time:
+            if pending.state is State.REQUESTED:
+                return writer.start(pending)
+            return pending
+    return None
+
+
+def rollback_failed_writes(
+    storage: Storage,
+    lock: LockProvider,
+    config: HeartbeatConfig | None = None,
+    *,
+    now_ms: int | None = None,
+) -> list[FailedWriteRollback]:
+    """Roll back every pending write whose heartbeat expired (the ``LAZY`` policy's step before a clean)."""
+    table = Table.load(storage)
+    out = []
+    for instant in failed_writes(table, config or HeartbeatConfig(), now_ms):
+        done = rollback_failed_write(storage, lock, instant)
+        if done is not None:
+            out.append(done)
+    return out
+
+
+__all__ = [
+    "HEARTBEAT_FOLDER",
+    "HEARTBEAT_INTERVAL_MS",
+    "HEARTBEAT_TOLERABLE_MISSES",
+    "FailedWriteRollback",
+    "Heartbeat",
+    "HeartbeatConfig",
+    "failed_writes",
+    "heartbeat_path",
+    "last_heartbeat_ms",
+    "rollback_failed_write",
+    "rollback_failed_writes",
+]

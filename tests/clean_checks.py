@@ -1,0 +1,89 @@
+"""What every clean must preserve, shared by the clean tests: hudi-rs's latest snapshot and its time travel to
+every retained commit read exactly as before, the planned files are gone, and storage shrank by what the
+plan said."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from compaction_checks import key_columns
+from compare import assert_same_rows
+from hoodie import Table
+from hoodie.clean.execute import plan_files
+from hoodie.timeline.instant import CLEAN, State
+from hoodie.timeline.metadata import CleanerPlan, CleanMetadata, decode_clean_metadata
+from hudi_oracle import HudiOracle, OracleRows, Query
+
+
+def data_bytes(root: Path) -> int:
+    """Bytes of data files (outside ``.hoodie``)."""
+    return sum(
+        p.stat().st_size
+        for p in root.rglob("*")
+        if p.is_file() and ".hoodie" not in p.relative_to(root).parts
+    )
+
+
+@dataclass(frozen=True)
+class Reads:
+    """hudi-rs's answers before the clean: the latest snapshot and time travel to each completed write."""
+
+    latest: pa.Table
+    as_of: dict[str, pa.Table]
+    data_bytes: int
+
+
+def _ask(root: Path, queries: list[Query]) -> list[pa.Table]:
+    with tempfile.TemporaryDirectory(prefix="hoodie-oracle-") as work:
+        answers = HudiOracle(Path(work)).run(root, queries)
+    out = []
+    for q, a in zip(queries, answers, strict=True):
+        assert isinstance(a, OracleRows), f"hudi-rs could not answer {q}: {a}"
+        out.append(a.table)
+    return out
+
+
+def capture_reads(root: Path) -> Reads:
+    table = Table.open(str(root))
+    times = [w.time for w in table.timeline.completed_writes()]
+    answers = _ask(root, [Query.snapshot(), *(Query.snapshot(as_of=t) for t in times)])
+    return Reads(answers[0], dict(zip(times, answers[1:], strict=True)), data_bytes(root))
+
+
+def check_clean(
+    root: Path, before: Reads, instant_time: str, plan: CleanerPlan, context: str
+) -> CleanMetadata:
+    """Check the table after clean ``instant_time`` of ``plan`` completed; returns its metadata."""
+    table = Table.open(str(root))
+    instant = table.timeline.get(instant_time)
+    assert instant is not None, context
+    assert instant.state is State.COMPLETED, context
+    assert instant.action == CLEAN, context
+    md = decode_clean_metadata((root / table.timeline.file_of(instant_time)).read_bytes())
+    files = plan_files(plan)
+    planned = [p for paths in files.values() for p in paths]
+    for path in planned:
+        assert not (root / path).exists(), f"{context}: {path} was planned for deletion but still exists"
+    assert md.total_files_deleted == len(planned), context
+    assert md.earliest_commit_to_retain == (
+        plan.earliest_instant_to_retain.timestamp if plan.earliest_instant_to_retain else ""
+    )
+    for partition, paths in files.items():
+        pmd = md.partition_metadata[partition]
+        assert sorted(pmd.success_delete_files) == sorted(p.rsplit("/", 1)[-1] for p in paths), context
+        assert pmd.failed_delete_files == ()
+        assert pmd.policy == plan.policy
+    ectr = plan.earliest_instant_to_retain.timestamp if plan.earliest_instant_to_retain else None
+    retained = [t for t in before.as_of if ectr is None or t >= ectr] if ectr else []
+    answers = _ask(root, [Query.snapshot(), *(Query.snapshot(as_of=t) for t in retained)])
+    keys = key_columns(table, before.latest)
+    assert_same_rows(answers[0], before.latest, keys, context=f"{context}: latest snapshot")
+    for t, after in zip(retained, answers[1:], strict=True):
+        assert_same_rows(after, before.as_of[t], keys, context=f"{context}: time travel to {t}")
+    ours = table.read()
+    assert_same_rows(ours, before.latest, keys, context=f"{context}: our reader", check_types=False)
+    return md
