@@ -37,7 +37,7 @@ from hoodie.file_group.fs_view import (
 )
 from hoodie.log.reader import scan_log_files
 from hoodie.read.conform import conform_table
-from hoodie.read.merge import Deletes, MergeInput, merge_records, record_keys
+from hoodie.read.merge import Deletes, MergeInput, Selection, merge_selection, record_keys
 from hoodie.schema import avro_to_arrow_schema
 from hoodie.storage import Storage
 from hoodie.timeline.instant import REPLACE_COMMIT, Instant, State, check_time
@@ -94,6 +94,7 @@ class SliceMerge:
     rollback_blocks: int = 0
     scan_ms: int = 0
     base_keys: pa.Array | None = None  # record keys of the base file's rows (when it has logs to merge)
+    selection: Selection | None = None  # lazy=True: the merged rows, not gathered (``table`` is None)
 
 
 class Table:
@@ -238,6 +239,8 @@ class Table:
                 data = self.storage.read(self.timeline.file_of(instant.time, State.REQUESTED))
             except KeyError:
                 continue  # an inflight without its requested file: nothing planned to protect
+            except FileNotFoundError:
+                continue  # rolled back for good since the timeline was listed: it holds nothing now
             plan = decode_requested_replace_metadata(data).clustering_plan
             if plan is None:
                 continue
@@ -302,10 +305,15 @@ class Table:
         except (OSError, pa.ArrowException) as e:
             raise CorruptBaseFile(f"cannot read base file {path}: {e}") from e
 
-    def merge_file_slice(self, file_slice: FileSlice, *, as_of: str | None = None) -> SliceMerge:
+    def merge_file_slice(
+        self, file_slice: FileSlice, *, as_of: str | None = None, lazy: bool = False
+    ) -> SliceMerge:
         """Merge one file slice as of ``as_of`` (as :meth:`read_file_slice`), with what the merge saw:
-        compaction reports these numbers in its write stats."""
-        return self._merge_slice(file_slice, self._visible_instant(as_of), self._rules(), self.read_schema())
+        compaction reports these numbers in its write stats. ``lazy``: return the merged rows as a
+        :class:`~hoodie.read.merge.Selection` (``selection``) instead of gathering them (``table``)."""
+        return self._merge_slice(
+            file_slice, self._visible_instant(as_of), self._rules(), self.read_schema(), lazy=lazy
+        )
 
     def _read_slice(
         self,
@@ -322,16 +330,31 @@ class Table:
         include: Callable[[str], bool],
         rules: MergeRules,
         schema: pa.Schema | None,
+        *,
+        lazy: bool = False,
     ) -> SliceMerge:
         started = time.monotonic()
-        base = None
-        if file_slice.base_file_path:
-            base = self._read_base(file_slice.base_file_path)
+
+        def read_base() -> pa.Table | None:
+            if not file_slice.base_file_path:
+                return None
+            table = self._read_base(file_slice.base_file_path)
             if schema is not None:
-                base = conform_table(base, schema, source=file_slice.base_file_path)
+                table = conform_table(table, schema, source=file_slice.base_file_path)
+            return table
+
         if not file_slice.log_files:
-            return SliceMerge(base, base.num_rows if base is not None else 0)
-        scan = scan_log_files(self.storage, file_slice.log_file_paths, include_instant=include)
+            base = read_base()
+            n = base.num_rows if base is not None else 0
+            if lazy:
+                return SliceMerge(None, n, selection=Selection(base) if base is not None else None)
+            return SliceMerge(base, n)
+        # The base file (Parquet decoding) and the log files (Avro decoding) are read at the same time: both
+        # spend most of their time outside the GIL.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hoodie-base") as pool:
+            pending_base = pool.submit(read_base)
+            scan = scan_log_files(self.storage, file_slice.log_file_paths, include_instant=include)
+            base = pending_base.result()
         scan_ms = int((time.monotonic() - started) * 1000)
         steps: list[MergeInput] = []
         log_keys: list[pa.Array] = []
@@ -351,13 +374,13 @@ class Table:
                 steps.append(MergeInput(deletes=Deletes(keys, t.column("ordering_value").combine_chunks())))
                 log_records += len(keys)
                 log_keys.append(keys)
-        merged = None
+        selection = None
         if base is not None or any(s.data is not None for s in steps):
-            merged = merge_records(
+            selection = merge_selection(
                 base, steps, mode=rules.mode, key_fields=rules.key_fields, ordering_field=rules.ordering_field
             )
         return SliceMerge(
-            merged,
+            None if lazy or selection is None else selection.materialize(),
             base_records=base.num_rows if base is not None else 0,
             log_records=log_records,
             log_keys=pc.unique(pa.chunked_array(log_keys, pa.string()))
@@ -368,6 +391,7 @@ class Table:
             rollback_blocks=scan.rollback_blocks,
             scan_ms=scan_ms,
             base_keys=record_keys(base, rules.key_fields) if base is not None else None,
+            selection=selection if lazy else None,
         )
 
     def _read_slices(

@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -44,7 +43,7 @@ from hoodie.keygen import record_keys
 from hoodie.lock import LockProvider, held
 from hoodie.log.log_file import LogFile
 from hoodie.read.conform import conform_table
-from hoodie.read.merge import drop_deleted_rows
+from hoodie.read.merge import Selection
 from hoodie.storage import Storage
 from hoodie.table import META_COLUMNS, Table
 from hoodie.timeline.instant import COMPACTION, Instant, State
@@ -210,14 +209,15 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
     op = task.operation
     T = task.instant_time
     file_slice = _slice_of(storage, op)
-    merge = table.merge_file_slice(file_slice, as_of=T)
-    merged = merge.table
+    merge = table.merge_file_slice(file_slice, as_of=T, lazy=True)
     schema = table.read_schema()
-    if merged is None:
-        merged = schema.empty_table() if schema is not None else pa.table({})
-    merged = drop_deleted_rows(merged)
+    if merge.selection is None:
+        empty = schema.empty_table() if schema is not None else pa.table({})
+        merged = Selection(empty)
+    else:
+        merged = merge.selection.without_deleted()
     if schema is not None:
-        merged = conform_table(merged, schema).select(schema.names)
+        merged = merged.map_data(lambda t: conform_table(t, schema).select(schema.names))
     name = BaseFile(op.file_id, write_token, T, "parquet").file_name
     path = f"{op.partition_path}/{name}" if op.partition_path else name
     keys = _keys(merged, cfg.populate_meta_fields, cfg.record_key_fields)
@@ -226,12 +226,6 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
         raise CompactionFailed(
             f"compaction {T}: slice {op.partition_path}/{op.file_id} merged to {merged.num_rows} rows but "
             f"{distinct} distinct keys; refusing to write it"
-        )
-    if cfg.populate_meta_fields:
-        merged = merged.set_column(
-            merged.schema.get_field_index(FILE_NAME),
-            FILE_NAME,
-            _constant_string(name, merged.num_rows),
         )
     io_type = "MERGE" if op.data_file_path else "CREATE"
     Markers(storage, T).create(op.partition_path, name, io_type)
@@ -243,7 +237,8 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
         avro_schema=task.writer_schema,
         options=task.parquet,
         populate_meta_fields=cfg.populate_meta_fields,
-        record_keys=None if cfg.populate_meta_fields else keys,
+        record_keys=keys,
+        constants={FILE_NAME: name} if cfg.populate_meta_fields else None,
     )
     failpoint("compaction.task_after_write")
     write_ms = int((time.monotonic() - merge_started) * 1000)
@@ -315,21 +310,13 @@ def _slice_of(storage: Storage, op: CompactionOperation) -> FileSlice:
     )
 
 
-def _constant_string(value: str, n: int) -> pa.Array:
-    """``n`` copies of ``value`` as a string array, built from its buffers (no Python list of n items)."""
-    data = value.encode("utf-8")
-    offsets = np.arange(n + 1, dtype=np.int64) * len(data)
-    if offsets[-1] < 2**31:
-        return pa.Array.from_buffers(
-            pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data * n)]
-        )
-    return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
-
-
-def _keys(t: pa.Table, populate_meta_fields: bool, key_fields: Sequence[str]) -> pa.Array:
-    if populate_meta_fields and RECORD_KEY in t.column_names:
-        return t.column(RECORD_KEY).combine_chunks()
-    return record_keys(t, key_fields)
+def _keys(merged: Selection, populate_meta_fields: bool, key_fields: Sequence[str]) -> pa.Array:
+    if populate_meta_fields and RECORD_KEY in merged.data.column_names:
+        return merged.column(RECORD_KEY)
+    columns = [f for f in key_fields if f in merged.data.column_names]
+    if len(columns) != len(key_fields):
+        return record_keys(merged.materialize(), key_fields)
+    return record_keys(pa.table({f: merged.column(f) for f in columns}), key_fields)
 
 
 def _base_overlap(base_keys: pa.Array | None, log_keys: pa.Array, merged_keys: pa.Array) -> tuple[int, int]:

@@ -60,6 +60,7 @@ import pyarrow.parquet as pq
 
 from hoodie.bloom import DYNAMIC_V0, FOOTER_KEY, FOOTER_TYPE_CODE_KEY, SIMPLE, new_bloom_filter
 from hoodie.errors import InvalidWriteConfig, SchemaMismatch, UnsupportedTable
+from hoodie.read.merge import Selection
 from hoodie.schema import avro_to_arrow_schema
 from hoodie.storage import Storage
 
@@ -431,12 +432,13 @@ def _key_footer(
 def write_base_file(
     storage: Storage,
     path: str,
-    table: pa.Table,
+    table: pa.Table | Selection,
     *,
     avro_schema: str,
     options: ParquetOptions,
     populate_meta_fields: bool = True,
     record_keys: pa.Array | pa.ChunkedArray | None = None,
+    constants: Mapping[str, str] | None = None,
 ) -> BaseFileStats:
     """Write ``table`` as the base file at ``path`` (relative to the table's base path), create-if-absent.
 
@@ -447,20 +449,41 @@ def write_base_file(
     the ``_hoodie_record_key`` column; without meta fields no bloom filter or key range is written (as Hudi)
     and the keys only fill :attr:`BaseFileStats.min_record_key` / ``max_record_key``.
 
+    ``table`` may be a :class:`~hoodie.read.merge.Selection` (merged rows not gathered yet): its rows are then
+    gathered one row group at a time, the next while the current one is encoded, so the merged slice is never
+    held whole. ``constants`` sets string columns to one value on every row (a compaction's
+    ``_hoodie_file_name``), built per row group instead of gathered.
+
     Raises :class:`~hoodie.errors.SchemaMismatch` when the table does not fit the schema and
     :class:`~hoodie.errors.FileAlreadyExists` when the file is there.
     """
     writer_schema = with_meta_fields(avro_schema) if populate_meta_fields else avro_schema
     arrow_schema = avro_to_arrow_schema(writer_schema)
-    data = _conform(table, arrow_schema)
+    selection = table if isinstance(table, Selection) else Selection(table)
+    constants = dict(constants or {})
+    missing = [c for c in constants if c not in arrow_schema.names]
+    if missing:
+        raise SchemaMismatch(f"constant column(s) {', '.join(missing)} are not in the Avro schema")
+    source = selection.data
+    for name in constants:  # placeholders, replaced per row group; conformed like any column
+        if name in source.column_names:
+            source = source.drop_columns([name])
+        source = source.append_column(pa.field(name, pa.string()), pa.nulls(source.num_rows, pa.string()))
+    selection = Selection(_conform(source, arrow_schema), selection.rows)
+    data = selection.data
+    num_rows = selection.num_rows
 
     if record_keys is None and populate_meta_fields:
-        keys: pa.ChunkedArray | None = data.column(RECORD_KEY)
+        keys: pa.ChunkedArray | None = (
+            data.column(RECORD_KEY)
+            if selection.rows is None
+            else pa.chunked_array([selection.column(RECORD_KEY)])
+        )
     elif record_keys is None:
         keys = None
     else:
-        if len(record_keys) != data.num_rows:
-            raise ValueError(f"{len(record_keys)} record keys for {data.num_rows} rows")
+        if len(record_keys) != num_rows:
+            raise ValueError(f"{len(record_keys)} record keys for {num_rows} rows")
         chunked = pa.chunked_array([record_keys]) if isinstance(record_keys, pa.Array) else record_keys
         keys = chunked.cast(pa.string())
     if keys is not None and keys.null_count:
@@ -474,9 +497,24 @@ def write_base_file(
     with_bloom = populate_meta_fields and options.bloom_filter_enabled
     # The key footers (bloom filter, key range) are computed while pyarrow encodes the rows: both release
     # the GIL for their heavy parts (numpy hashing, parquet encoding), so the filter costs little time.
+    group_rows = _row_group_rows(data, options.row_group_bytes)
+    if selection.rows is not None and num_rows:
+        # Gathered rows are as wide as the source's on average.
+        group_rows = max(1, min(group_rows, num_rows))
+
+    def gather(start: int) -> pa.Table:
+        chunk = selection.take(start, group_rows)
+        for name, value in constants.items():
+            chunk = chunk.set_column(
+                chunk.schema.get_field_index(name),
+                arrow_schema.field(name),
+                _constant_strings(value, chunk.num_rows).cast(arrow_schema.field(name).type),
+            )
+        return chunk
+
     with (
         storage.create_stream(path) as sink,
-        ThreadPoolExecutor(max_workers=1, thread_name_prefix="hoodie-bloom") as pool,
+        ThreadPoolExecutor(max_workers=2, thread_name_prefix="hoodie-write") as pool,
         pq.ParquetWriter(
             sink,
             data.schema,
@@ -492,7 +530,16 @@ def write_base_file(
         ) as writer,
     ):
         key_footer = pool.submit(_key_footer, keys, options, with_bloom) if keys is not None else None
-        writer.write_table(data, row_group_size=_row_group_rows(data, options.row_group_bytes))
+        if selection.rows is None and not constants:
+            writer.write_table(data, row_group_size=group_rows)
+        else:
+            starts = list(range(0, num_rows, group_rows))
+            upcoming = pool.submit(gather, starts[0]) if starts else None
+            for i in range(len(starts)):
+                assert upcoming is not None
+                chunk = upcoming.result()
+                upcoming = pool.submit(gather, starts[i + 1]) if i + 1 < len(starts) else None
+                writer.write_table(chunk, row_group_size=group_rows)
         lo, hi, bloom_type, extra = key_footer.result() if key_footer is not None else (None, None, None, {})
         footer.update(extra)
         writer.add_key_value_metadata(footer)
@@ -501,7 +548,7 @@ def write_base_file(
         size = written.size()
     return BaseFileStats(
         path=path,
-        num_rows=data.num_rows,
+        num_rows=num_rows,
         file_size_bytes=size,
         total_uncompressed_bytes=sum(
             metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)
