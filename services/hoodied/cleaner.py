@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from hoodie.clean.execute import CleanResult, DeleteResult, commit_clean, delete_files, prepare_clean
 from hoodie.lock import LockProvider
 from hoodie.storage import Storage
-from hoodied.compactor import job_group
 from hoodied.errors import JobFailed
+from hoodied.jobs import job_group, run_tasks, task_error
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,17 +64,15 @@ def run_clean_job(
     if use_spark:
         assert spark is not None
         batches = prepared.batches(storage, max(1, -(-n // parallelism)))
-        sc = spark.sparkContext
-        sc.setJobGroup(job_group("clean", T), f"clean {T} of {storage.uri}", interruptOnCancel=True)
         try:
-            for part in sc.parallelize(batches, len(batches)).map(delete_files).collect():
+            for part in run_tasks(
+                spark, job_group("clean", T), f"clean {T} of {storage.uri}", batches, delete_files
+            ):
                 results.extend(part)
         except Exception as e:  # Py4JJavaError
             raise JobFailed(
-                f"clean {T} of {storage.uri} failed in Spark (stays inflight, re-runnable): {e}"
+                f"clean {T} of {storage.uri} failed in Spark (stays inflight, re-runnable): {task_error(e)}"
             ) from e
-        finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     else:
         batches = prepared.batches(storage, 64)
         if batches:

@@ -9,6 +9,10 @@
                     [--spark-master URL] [--conf key=value ...]
     hoodied clean PATH [--mode schedule|execute|schedule-and-execute] [--instant T] [--policy NAME]
                   [--spark] [--spark-master URL] [--conf key=value ...]
+    hoodied cluster PATH --mode schedule|execute|schedule-and-execute [--instant T] [--sort-columns a,b]
+                    [--spark-master URL] [--conf key=value ...]
+
+Exit status 3: a clustering aborted on a conflict with a write (rolled back; schedule again).
 
 Errors print one line (``hoodied: error: ...``) to stderr and exit with status 2 for bad input (a table we
 refuse, a damaged file) or 1 for anything unexpected.
@@ -271,6 +275,72 @@ def _cmd_clean(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_cluster(args: argparse.Namespace) -> int:
+    from hoodie.clustering.execute import ClusteringConflict, NothingToCluster, pending_clusterings
+    from hoodie.clustering.plan import SORT_COLUMNS, ClusteringConfig, schedule_clustering
+    from hoodie.failpoints import arm_for_children, failpoint
+    from hoodie.table import Table
+    from hoodie.write.base_file import ParquetOptions
+    from hoodied.claims import LocalClaim
+    from hoodied.clusterer import run_clustering_job
+    from hoodied.spark import SparkConfig, spark_session
+
+    arm_for_children()
+    hoodie_conf, spark_conf = _parse_conf(args.conf or [])
+    if args.sort_columns:
+        hoodie_conf[SORT_COLUMNS] = args.sort_columns
+    storage, lock = _open_for_service(args.path, hoodie_conf, "cluster")
+    table = Table.load(storage)
+    config = ClusteringConfig.from_config({**table.config.props, **hoodie_conf})
+    instant = args.instant
+    if args.mode in ("schedule", "schedule-and-execute"):
+        if args.instant:
+            raise ValueError("--instant names a pending clustering to execute; schedule takes a fresh time")
+        scheduled = schedule_clustering(storage, lock, config=config, respect_trigger=False)
+        if scheduled.instant is None:
+            print(f"no clustering scheduled: {scheduled.reason}")
+            return 0
+        assert scheduled.plan is not None
+        print(
+            f"scheduled clustering {scheduled.instant.time}: {len(scheduled.plan.input_groups)} group(s) "
+            f"({scheduled.reason})"
+        )
+        failpoint("clustering.after_schedule")
+        if args.mode == "schedule":
+            return 0
+        instant = scheduled.instant.time
+    if instant is None:
+        pending = pending_clusterings(Table.load(storage))
+        if not pending:
+            print(f"no pending clustering on {args.path}")
+            return 0
+        instant = pending[0].time
+    parquet = ParquetOptions.from_config({**table.config.props, **hoodie_conf})
+    with LocalClaim(storage, "clustering", instant) as claim:
+        spark = spark_session(SparkConfig(master=args.spark_master, conf=spark_conf))
+        try:
+            job = run_clustering_job(spark, storage, lock, instant, parquet=parquet, fence=claim.check)
+        except NothingToCluster as e:
+            print(str(e))
+            return 0
+        except ClusteringConflict as e:
+            print(f"clustering {instant} aborted: {e}")
+            return 3
+    md = job.result.metadata
+    replaced = sum(len(ids) for ids in md.partition_to_replace_file_ids.values())
+    print(
+        f"completed clustering {instant}: {replaced} file group(s) rewritten into {len(md.write_stats)} "
+        f"file(s), {job.result.records_written} record(s), {job.result.bytes_written} byte(s) in "
+        f"{job.seconds:.1f} s"
+        + (
+            f"; rolled back an unfinished attempt ({job.rolled_back_files} file(s))"
+            if job.rolled_back_files
+            else ""
+        )
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hoodied", description="Table services for Apache Hudi tables.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -331,6 +401,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spark-master", default="local[*]", help="Spark master (default: local[*] in-process)")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
     p.set_defaults(func=_cmd_clean)
+
+    p = sub.add_parser("cluster", help="schedule and/or run clustering (as Hudi's HoodieClusteringJob)")
+    p.add_argument("path")
+    p.add_argument("--mode", choices=["schedule", "execute", "schedule-and-execute"], required=True)
+    p.add_argument("--instant", help="the pending clustering to execute (default: the earliest)")
+    p.add_argument("--sort-columns", help="comma-separated columns the new files are sorted by")
+    p.add_argument("--spark-master", default="local[*]", help="Spark master (default: local[*] in-process)")
+    p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
+    p.set_defaults(func=_cmd_cluster)
     return parser
 
 

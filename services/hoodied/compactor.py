@@ -27,12 +27,12 @@ from hoodie.compaction.execute import (
     prepare_compaction,
     run_compaction_task,
 )
-from hoodie.errors import HoodieError
 from hoodie.lock import LockProvider
 from hoodie.storage import Storage
 from hoodie.write.base_file import ParquetOptions
 from hoodie.write.rollback import rollback_unfinished
 from hoodied.errors import JobFailed
+from hoodied.jobs import job_group, run_tasks, task_error, write_token
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,16 +47,8 @@ class CompactionJobResult:
     rolled_back_files: int
 
 
-def job_group(action: str, instant_time: str) -> str:
-    return f"hoodied-{action}-{instant_time}"
-
-
 def _spark_task(task: CompactionTask) -> TaskResult:
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    token = f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.taskAttemptId()}" if ctx else f"{task.index}-0-0"
-    return run_compaction_task(task, token)
+    return run_compaction_task(task, write_token(task.index))
 
 
 def run_compaction_job(
@@ -75,38 +67,23 @@ def run_compaction_job(
     started = time.monotonic()
     prepared = prepare_compaction(storage, lock, instant_time, parquet=parquet)
     T = prepared.instant.time
-    sc = spark.sparkContext
-    group = job_group("compaction", T)
-    sc.setJobGroup(group, f"compaction {T} of {storage.uri}", interruptOnCancel=True)
     try:
-        tasks = list(prepared.tasks)
-        results: list[TaskResult] = (
-            sc.parallelize(tasks, max(1, len(tasks))).map(_spark_task).collect() if tasks else []
+        results = run_tasks(
+            spark, job_group("compaction", T), f"compaction {T} of {storage.uri}", prepared.tasks, _spark_task
         )
     except Exception as e:  # Py4JJavaError carries the Python traceback of the failed task
-        reason = _task_error(e)
+        reason = task_error(e)
         logger.error("compaction %s of %s failed in a task: %s", T, storage.uri, reason)
         if fence is not None:
             fence()  # only the claim holder may clean up
-        groups = [(op.partition_path, op.file_id) for op in prepared.plan.operations]
+        groups: list[tuple[str, str | None]] = [
+            (op.partition_path, op.file_id) for op in prepared.plan.operations
+        ]
         rollback_unfinished(storage, lock, prepared.instant, groups)
         raise JobFailed(f"compaction {T} of {storage.uri} failed (rolled back to requested): {reason}") from e
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     result = commit_compaction(storage, lock, prepared, results, fence=fence)
     rolled = len(prepared.rolled_back.deleted) if prepared.rolled_back else 0
     return CompactionJobResult(result, time.monotonic() - started, rolled)
 
 
-def _task_error(e: BaseException) -> str:
-    text = str(e)
-    for line in reversed(text.splitlines()):
-        line = line.strip()
-        if line and ("Error" in line or "Exception" in line) and not line.startswith("at "):
-            return line[:500]
-    if isinstance(e, HoodieError):
-        return text
-    return text.splitlines()[0][:500] if text else type(e).__name__
-
-
-__all__ = ["CompactionJobResult", "job_group", "run_compaction_job"]
+__all__ = ["CompactionJobResult", "run_compaction_job"]

@@ -3,12 +3,17 @@
 As Hudi's ``rollbackInflightCompaction`` / ``rollbackInflightClustering``: a ``rollback`` instant is
 requested with a ``HoodieRollbackPlan`` naming the files the unfinished attempt wrote, moved to inflight,
 the files are deleted, and the rollback completes with ``HoodieRollbackMetadata``; then the service's instant
-goes back from inflight to requested (its plan stays) and its markers are removed.
+goes back from inflight to requested (its plan stays) and its markers are removed. With ``remove=True`` the
+instant is rolled back for good instead, as Hudi rolls back a pending clustering that conflicts with a write
+(``hoodie.clustering.rollback.pending.replacecommit.on.conflict``): after the rollback completes, its inflight
+and then its requested file are deleted, so its plan is gone and its file groups are free to plan again.
 
 The files to delete are those the instant's markers name (every file is announced by a marker before it is
 written) together with any base file of the instant found by listing the partitions of the plan's file
 groups (a belt to the markers' braces: a file the attempt wrote is named ``<file id>_<token>_<instant>``).
-Nothing else is ever deleted: only files carrying the unfinished instant's time, in its plan's partitions.
+A group given as ``(partition, None)`` matches every file id: clustering writes new file groups, whose ids
+the plan cannot name. Nothing else is ever deleted: only files carrying the unfinished instant's time, in its
+plan's partitions.
 
 The caller must know that nobody runs the instant any more (it holds the instant's claim): rolling back a
 live attempt would delete files it is about to commit.
@@ -52,16 +57,19 @@ class RollbackResult:
     deleted: tuple[str, ...]
 
 
-def files_written_by(storage: Storage, instant_time: str, groups: Iterable[tuple[str, str]]) -> list[str]:
-    """Base files of ``instant_time`` in the given (partition, file id) groups, plus every file its markers
-    name (paths relative to the base path, existing ones only)."""
+def files_written_by(
+    storage: Storage, instant_time: str, groups: Iterable[tuple[str, str | None]]
+) -> list[str]:
+    """Base files of ``instant_time`` in the given (partition, file id) groups (a file id of ``None``: any
+    file id in that partition), plus every file its markers name (paths relative to the base path, existing
+    ones only)."""
     found: set[str] = set()
     markers = Markers(storage, instant_time)
     for marker in markers.list():
         # Table services write base files only; an APPEND marker could name a shared v6 log file: never.
         if marker.io_type in (IOType.CREATE, IOType.MERGE):
             found.add(marker.path)
-    partitions: dict[str, set[str]] = {}
+    partitions: dict[str, set[str | None]] = {}
     for partition, file_id in groups:
         partitions.setdefault(partition, set()).add(file_id)
     for partition, ids in partitions.items():
@@ -69,7 +77,11 @@ def files_written_by(storage: Storage, instant_time: str, groups: Iterable[tuple
             if info.is_dir:
                 continue
             base = BaseFile.try_parse(info.name)
-            if base is not None and base.instant_time == instant_time and base.file_id in ids:
+            if (
+                base is not None
+                and base.instant_time == instant_time
+                and (None in ids or base.file_id in ids)
+            ):
                 found.add(f"{partition}/{info.name}" if partition else info.name)
     return sorted(p for p in found if storage.exists(p))
 
@@ -78,12 +90,17 @@ def rollback_unfinished(
     storage: Storage,
     lock: LockProvider,
     instant: Instant,
-    groups: Iterable[tuple[str, str]],
+    groups: Iterable[tuple[str, str | None]],
     *,
     time_generator: InstantTimeGenerator | None = None,
+    remove: bool = False,
 ) -> RollbackResult:
-    """Roll back the inflight table-service ``instant`` (whose plan covers ``groups``) to requested."""
-    if instant.state is not State.INFLIGHT:
+    """Roll back the inflight table-service ``instant`` (whose plan covers ``groups``) to requested; with
+    ``remove``, roll the pending (requested or inflight) instant back for good: its plan is deleted too."""
+    if remove:
+        if instant.state is State.COMPLETED:
+            raise HoodieError(f"{instant} has completed; only a pending instant is rolled back here")
+    elif instant.state is not State.INFLIGHT:
         raise HoodieError(f"only an inflight instant is rolled back to requested; {instant} is not inflight")
     started = time.monotonic()
     generator = time_generator or InstantTimeGenerator()
@@ -130,10 +147,14 @@ def rollback_unfinished(
     )
     with held(lock):
         done = writer.complete(inflight, encode_rollback_metadata(metadata, table_version=version))
-        writer.revert_to_requested(instant)
+        if remove:
+            writer.delete_pending(instant)
+        else:
+            writer.revert_to_requested(instant)
     Markers(storage, instant.time).delete_all()
     logger.info(
-        "rolled back unfinished %s %s on %s with rollback %s: %d file(s) deleted",
+        "rolled back %s %s %s on %s with rollback %s: %d file(s) deleted",
+        "and removed" if remove else "unfinished",
         instant.action,
         instant.time,
         storage.uri,

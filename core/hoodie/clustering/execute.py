@@ -1,0 +1,734 @@
+"""Clustering execution: the driver's steps around the tasks, and the task that rewrites one clustering group.
+
+The three steps, each usable from any engine (hoodied runs the tasks as a Spark job; tests and benchmarks
+may run them in-process with :func:`cluster_in_process`):
+
+1. :func:`prepare_clustering` (driver): picks the instant (the earliest pending clustering by default), rolls
+   back an unfinished earlier attempt (the caller holds the instant's claim, so an inflight instant is
+   abandoned), checks that no write touched the plan's file groups since it was made (see *Conflicts*),
+   moves it to inflight and returns one :class:`ClusteringTask` per clustering group.
+2. :func:`run_clustering_task` (executor): reads every slice of the group exactly as the plan names it (base
+   file and log files, merged as of the clustering instant, deleted records dropped, conformed to the table
+   schema), concatenates them (no key may appear twice), sorts them by the plan's sort columns (stable, nulls
+   last; without sort columns the rows keep the plan's slice order), and splits them into the group's
+   ``numOutputFileGroups`` files of about equal row counts, each the first base file of a new file group
+   ``<uuid>-0``: ``<file id>_<write token>_<clustering instant>.parquet``, announced by a CREATE marker first.
+   Meta columns are kept as they were (commit time and sequence number included; ``preserveHoodieMetadata``),
+   except ``_hoodie_file_name``, which names the new file; tables without meta fields are written without
+   them. It returns Hudi's clustering write stats (``prevCommit`` "null", every row an insert).
+3. :func:`commit_clustering` (driver): checks the results (one per group; each file holding the rows its task
+   reported; the rows written equal to the group's merged input rows), deletes files that markers announce
+   but no result names (failed or speculative task attempts), then under the table lock re-checks the claim
+   (``fence``), that the instant is still inflight and that no write conflicts, and completes it as a
+   ``replacecommit`` (operation CLUSTER, the input file groups as replaced file ids, the writer schema).
+
+Conflicts: a write instant (commit, deltacommit, replacecommit; not this clustering) conflicts when it
+touched one of the plan's file groups (its write stats or replaced file ids name it) and either completed
+after the clustering was requested (v8+: completion time after the clustering's instant time; v6: instant
+time after it, the scheduling rule making that enough), or is still pending (its markers or inflight
+metadata name the group). Committing then would hide that write's records behind the new file groups. On a
+conflict the clustering definitely does not commit: its files are deleted and the instant is rolled back for
+good, requested plan included (a rollback instant records it), as Hudi does with
+``hoodie.clustering.rollback.pending.replacecommit.on.conflict``. Rolling back only to requested would be
+no safer and would never finish: the plan names the file slices as they were, so every re-run would conflict
+again while holding its file groups away from compaction and from new plans. A fresh plan of the current
+slices is made by the next scheduling. :class:`ClusteringConflict` names the conflicting instant.
+
+Nothing becomes visible before step 3's atomic completion: readers ignore base files of a pending instant
+and keep reading the replaced file groups until the replacecommit completes. A crash anywhere leaves the
+instant inflight; the next attempt rolls it back and runs it again, and the completing create-if-absent lets
+only one attempt commit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import NoReturn
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from hoodie.clustering.plan import (
+    OPERATION_TYPE,
+    SORT_COLUMNS,
+    check_clusterable,
+    clustering_plan_of,
+    is_clustering,
+)
+from hoodie.errors import CommitConflict, CorruptTimelineFile, HoodieError, UnsupportedTable
+from hoodie.failpoints import failpoint
+from hoodie.file_group.base_file import BaseFile
+from hoodie.file_group.file_group import FileGroupId, FileSlice
+from hoodie.keygen import record_keys
+from hoodie.lock import LockProvider, held
+from hoodie.log.log_file import LogFile
+from hoodie.read.conform import conform_table
+from hoodie.read.merge import drop_deleted_rows
+from hoodie.storage import Storage
+from hoodie.table import META_COLUMNS, Table
+from hoodie.timeline.instant import WRITE_ACTIONS, Instant, State
+from hoodie.timeline.instant_time import InstantTimeGenerator
+from hoodie.timeline.metadata import (
+    ClusteringGroup,
+    ClusteringPlan,
+    CommitMetadata,
+    RuntimeStats,
+    SliceInfo,
+    WriteStat,
+    decode_commit_metadata,
+)
+from hoodie.timeline.writer import TimelineWriter
+from hoodie.write.base_file import BaseFileStats, ParquetOptions, write_base_file
+from hoodie.write.markers import IOType, Markers, sweep_completed, unrecorded_files
+from hoodie.write.rollback import RollbackResult, rollback_unfinished
+
+logger = logging.getLogger(__name__)
+
+FILE_NAME = "_hoodie_file_name"
+RECORD_KEY = "_hoodie_record_key"
+# Execution strategies whose semantics are ours: sort by the plan's columns (if any), then size the files.
+_SORT_AND_SIZE = ("SparkSortAndSizeExecutionStrategy", "JavaSortAndSizeExecutionStrategy")
+_LAYOUT_STRATEGY = "hoodie.layout.optimize.strategy"
+
+
+class NothingToCluster(HoodieError):
+    """No pending clustering (or not the one asked for)."""
+
+
+class ClusteringFailed(HoodieError):
+    """A clustering definitely did not commit (its instant stays pending, to be rolled back and re-run)."""
+
+
+class ClusteringConflict(CommitConflict):
+    """A write touched the clustering's file groups after it was planned: the clustering definitely did not
+    commit, its files were deleted and its instant rolled back for good (see the module doc)."""
+
+    def __init__(self, message: str, conflicting_instant: str, rollback: RollbackResult | None) -> None:
+        super().__init__(message)
+        self.conflicting_instant = conflicting_instant
+        self.rollback = rollback
+
+
+@dataclass(frozen=True)
+class ClusteringTask:
+    """Everything an executor needs to rewrite one clustering group; small and picklable."""
+
+    base_uri: str
+    storage_options: tuple[tuple[str, str], ...]
+    instant_time: str
+    index: int
+    partition_path: str
+    group: ClusteringGroup
+    sort_columns: tuple[str, ...]
+    writer_schema: str  # the table's Avro schema (without meta fields), written to the new base files
+    parquet: ParquetOptions
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What one task wrote: a write stat per new file group, and the rows its input merged to."""
+
+    index: int
+    stats: tuple[WriteStat, ...]
+    input_rows: int
+    write_token: str
+
+
+@dataclass(frozen=True)
+class PreparedClustering:
+    """A clustering moved to inflight, with its plan and tasks."""
+
+    instant: Instant
+    plan: ClusteringPlan
+    tasks: tuple[ClusteringTask, ...]
+    writer_schema: str
+    rolled_back: RollbackResult | None = None
+
+    @property
+    def partitions(self) -> list[str]:
+        """The partitions of the plan's file groups (where this clustering writes)."""
+        return sorted({s.partition_path for s in self.plan.slices})
+
+
+@dataclass(frozen=True)
+class ClusteringResult:
+    """A completed clustering."""
+
+    instant: Instant
+    metadata: CommitMetadata
+    strays_deleted: tuple[str, ...]
+
+    @property
+    def records_written(self) -> int:
+        return sum(s.num_writes or 0 for s in self.metadata.write_stats)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(s.total_write_bytes or 0 for s in self.metadata.write_stats)
+
+    @property
+    def file_groups_replaced(self) -> int:
+        return sum(len(ids) for ids in self.metadata.partition_to_replace_file_ids.values())
+
+
+# -- step 1: the driver prepares ---------------------------------------------------------------------------
+
+
+def pending_clusterings(table: Table) -> list[Instant]:
+    """Pending clusterings, oldest first (v6 pending replacecommits without a clustering plan, INSERT
+    OVERWRITEs, are not clusterings)."""
+    pending = table.timeline.pending_clusterings(table_version=table.config.table_version)
+    return sorted((i for i in pending if is_clustering(table, i.time)), key=lambda i: i.time)
+
+
+def prepare_clustering(
+    storage: Storage,
+    lock: LockProvider,
+    instant_time: str | None = None,
+    *,
+    parquet: ParquetOptions | None = None,
+    time_generator: InstantTimeGenerator | None = None,
+) -> PreparedClustering:
+    """Move the clustering at ``instant_time`` (default: the earliest pending one) to inflight.
+
+    The caller holds the instant's claim: an inflight instant is an abandoned attempt and is rolled back
+    first. Raises :class:`NothingToCluster` when there is no such pending clustering, and
+    :class:`ClusteringConflict` (after removing the stale plan) when a write touched its file groups since
+    it was planned.
+    """
+    generator = time_generator or InstantTimeGenerator()
+    table = Table.load(storage)
+    check_clusterable(table)
+    sweep_completed(storage, table.timeline.is_completed)
+    pending = pending_clusterings(table)
+    if instant_time is None:
+        if not pending:
+            raise NothingToCluster(f"{storage.uri} has no pending clustering")
+        instant = pending[0]
+    else:
+        found = table.timeline.get(instant_time)
+        if found is None or found not in pending:
+            completed = found is not None and found.is_completed and is_clustering(table, instant_time)
+            raise NothingToCluster(
+                f"clustering {instant_time} of {storage.uri} "
+                + ("has already completed" if completed else "is not a pending clustering on the timeline")
+            )
+        instant = found
+    plan = clustering_plan_of(table, instant.time)
+    if plan is None:  # pending_clusterings holds plans only
+        raise CorruptTimelineFile(f"clustering {instant.time} of {storage.uri} holds no clustering plan")
+    sort_columns = _check_executable(plan, instant.time)
+    rolled_back = None
+    if instant.state is State.INFLIGHT:
+        rolled_back = rollback_unfinished(
+            storage, lock, instant, _rollback_groups(plan), time_generator=generator
+        )
+        instant = Instant(instant.time, instant.action, State.REQUESTED)
+        table = Table.load(storage)
+    conflict = find_conflict(table, instant.time, plan)
+    if conflict is not None:
+        _abort(storage, lock, instant, plan, conflict, generator)
+    writer_schema = table.latest_avro_schema() or table.config.create_schema
+    if not writer_schema:
+        raise ClusteringFailed(f"{storage.uri} records no table schema; cannot write base files")
+    writer_schema = _without_meta_fields(writer_schema)
+    timeline_writer = TimelineWriter(storage, table.config, lock, time_generator=generator)
+    inflight = timeline_writer.start(instant)
+    failpoint("clustering.after_inflight")
+    options = parquet or ParquetOptions.from_config(table.config.props)
+    tasks = tuple(
+        ClusteringTask(
+            base_uri=storage.uri,
+            storage_options=tuple(sorted(storage.options.items())),
+            instant_time=instant.time,
+            index=i,
+            partition_path=group.slices[0].partition_path,
+            group=group,
+            sort_columns=sort_columns,
+            writer_schema=writer_schema,
+            parquet=options,
+        )
+        for i, group in enumerate(plan.input_groups)
+    )
+    return PreparedClustering(inflight, plan, tasks, writer_schema, rolled_back)
+
+
+def _check_executable(plan: ClusteringPlan, instant_time: str) -> tuple[str, ...]:
+    """Refuse plans hoodied cannot execute as planned; returns the sort columns."""
+    strategy = plan.strategy
+    name = (strategy.strategy_class_name if strategy else None) or _SORT_AND_SIZE[0]
+    if name.rsplit(".", 1)[-1] not in _SORT_AND_SIZE:
+        raise UnsupportedTable(
+            f"clustering {instant_time}: execution strategy {name} is not one hoodied runs "
+            f"({', '.join(_SORT_AND_SIZE)})"
+        )
+    params = strategy.strategy_params if strategy else {}
+    layout = (params.get(_LAYOUT_STRATEGY) or "linear").strip().lower()
+    if layout != "linear":
+        raise UnsupportedTable(f"clustering {instant_time}: {_LAYOUT_STRATEGY}={layout} is not supported")
+    for group in plan.input_groups:
+        if not group.slices:
+            raise CorruptTimelineFile(f"clustering {instant_time}: a clustering group without file slices")
+        partitions = {s.partition_path for s in group.slices}
+        if len(partitions) > 1:
+            raise UnsupportedTable(
+                f"clustering {instant_time}: a group spans partitions {sorted(partitions)}; hoodied clusters "
+                "within a partition"
+            )
+        if any(s.bootstrap_file_path for s in group.slices):
+            raise UnsupportedTable(f"clustering {instant_time}: bootstrap base files are not supported")
+    raw = params.get(SORT_COLUMNS) or ""
+    return tuple(c.strip() for c in raw.split(",") if c.strip())
+
+
+def _rollback_groups(plan: ClusteringPlan) -> list[tuple[str, str | None]]:
+    """Where an attempt of ``plan`` wrote: new file groups (any file id) in the plan's partitions."""
+    return [(p, None) for p in sorted({s.partition_path for s in plan.slices})]
+
+
+# -- conflicts ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A write that touched the clustering's file groups: its instant and the groups."""
+
+    instant: Instant
+    groups: tuple[FileGroupId, ...]
+    pending: bool
+
+    def describe(self) -> str:
+        names = ", ".join(str(g) for g in self.groups[:5])
+        when = "is still pending" if self.pending else "completed after the clustering was planned"
+        return f"{self.instant.action} {self.instant.time} {when} and wrote file group(s) {names}"
+
+
+def find_conflict(table: Table, instant_time: str, plan: ClusteringPlan) -> Conflict | None:
+    """The first write that conflicts with the clustering at ``instant_time`` (see the module doc)."""
+    ours = {FileGroupId(s.partition_path, s.file_id) for s in plan.slices}
+    timeline = table.timeline
+    v8 = table.config.table_version >= 8
+    for other in timeline.completed_writes():
+        if other.time == instant_time:
+            continue
+        after = (other.completion_time or other.time) > instant_time if v8 else other.time > instant_time
+        if not after:
+            continue
+        md = table.commit_metadata(other)
+        touched = {FileGroupId(s.partition_path or "", s.file_id) for s in md.write_stats if s.file_id}
+        touched |= {FileGroupId(p, f) for p, f in md.replaced_file_ids}
+        overlap = sorted(ours & touched, key=str)
+        if overlap:
+            return Conflict(other, tuple(overlap), pending=False)
+    for other in timeline.pending():
+        if (
+            other.time == instant_time
+            or other.action not in WRITE_ACTIONS
+            or is_clustering(table, other.time)
+        ):
+            continue
+        overlap = sorted(ours & _pending_groups(table, other), key=str)
+        if overlap:
+            return Conflict(other, tuple(overlap), pending=True)
+    return None
+
+
+def _pending_groups(table: Table, instant: Instant) -> set[FileGroupId]:
+    """File groups a pending write has written to so far: its markers, and its inflight metadata's stats."""
+    out: set[FileGroupId] = set()
+    for marker in Markers(table.storage, instant.time).list():
+        if marker.io_type is IOType.APPEND:
+            log = LogFile.try_parse(marker.file_name)
+            if log is not None:
+                out.add(FileGroupId(marker.partition, log.file_id))
+        else:
+            base = BaseFile.try_parse(marker.file_name)
+            if base is not None:
+                out.add(FileGroupId(marker.partition, base.file_id))
+    if instant.state is State.INFLIGHT:
+        try:
+            data = table.storage.read(table.timeline.file_of(instant.time, State.INFLIGHT))
+            if data:
+                md = decode_commit_metadata(
+                    data, table_version=table.config.table_version, action=instant.action
+                )
+                out |= {FileGroupId(s.partition_path or "", s.file_id) for s in md.write_stats if s.file_id}
+        except (KeyError, FileNotFoundError, CorruptTimelineFile):
+            pass  # an inflight file we cannot read (or gone: rolled back) names nothing; markers still do
+    return out
+
+
+def _abort(
+    storage: Storage,
+    lock: LockProvider,
+    instant: Instant,
+    plan: ClusteringPlan,
+    conflict: Conflict,
+    generator: InstantTimeGenerator | None,
+) -> NoReturn:
+    """Roll the clustering back for good (files and plan) and raise :class:`ClusteringConflict`."""
+    rollback = rollback_unfinished(
+        storage, lock, instant, _rollback_groups(plan), time_generator=generator, remove=True
+    )
+    T = instant.time
+    message = (
+        f"clustering {T} of {storage.uri} conflicts: {conflict.describe()}. Nothing was committed: the "
+        f"clustering was rolled back for good by rollback {rollback.rollback_instant.time} "
+        f"({len(rollback.deleted)} file(s) deleted, its stale plan removed), so its file groups can be "
+        "planned again"
+    )
+    logger.warning("%s", message)
+    raise ClusteringConflict(message, conflict.instant.time, rollback)
+
+
+# -- step 2: a task rewrites one group ---------------------------------------------------------------------
+
+
+def run_clustering_task(task: ClusteringTask, write_token: str) -> TaskResult:
+    """Rewrite one clustering group into new file groups (see the module doc)."""
+    started = time.monotonic()
+    storage = Storage.for_uri(task.base_uri, dict(task.storage_options))
+    table = Table.load(storage)
+    cfg = table.config
+    T = task.instant_time
+    partition = task.partition_path
+    schema = table.read_schema()
+    parts: list[pa.Table] = []
+    scan_ms = 0
+    for info in task.group.slices:
+        merge = table.merge_file_slice(_slice_of(storage, info), as_of=T)
+        scan_ms += merge.scan_ms
+        merged = merge.table
+        if merged is None:
+            continue
+        merged = drop_deleted_rows(merged)
+        if schema is not None:
+            merged = conform_table(merged, schema).select(schema.names)
+        parts.append(merged)
+    if parts:
+        rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+    else:
+        rows = schema.empty_table() if schema is not None else pa.table({})
+    keys = _keys(rows, cfg.populate_meta_fields, cfg.record_key_fields)
+    distinct = pc.count_distinct(keys).as_py() if len(keys) else 0
+    if distinct != rows.num_rows:
+        raise ClusteringFailed(
+            f"clustering {T}: group {task.index} in {partition or '<table>'} merged to {rows.num_rows} rows "
+            f"but {distinct} distinct keys; refusing to write it"
+        )
+    if task.sort_columns:
+        order = pc.sort_indices(rows, sort_keys=[(c, "ascending", "at_end") for c in task.sort_columns])
+        rows, keys = rows.take(order), keys.take(order)
+    stats: list[WriteStat] = []
+    n_files = min(max(1, task.group.num_output_file_groups or 1), rows.num_rows)
+    bounds = np.linspace(0, rows.num_rows, n_files + 1).round().astype(np.int64)
+    markers = Markers(storage, T)
+    for i in range(n_files):
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
+        part, part_keys = rows.slice(lo, hi - lo), keys.slice(lo, hi - lo)
+        file_id = f"{uuid.uuid4()}-0"
+        name = BaseFile(file_id, write_token, T, "parquet").file_name
+        path = f"{partition}/{name}" if partition else name
+        if cfg.populate_meta_fields and FILE_NAME in part.column_names:
+            part = part.set_column(
+                part.schema.get_field_index(FILE_NAME), FILE_NAME, pa.repeat(pa.scalar(name), part.num_rows)
+            )
+        markers.create(partition, name, IOType.CREATE)
+        write_started = time.monotonic()
+        written = write_base_file(
+            storage,
+            path,
+            part,
+            avro_schema=task.writer_schema,
+            options=task.parquet,
+            populate_meta_fields=cfg.populate_meta_fields,
+            record_keys=None if cfg.populate_meta_fields else part_keys,
+        )
+        failpoint("clustering.task_after_write")
+        stats.append(
+            _write_stat(cfg.table_version, file_id, path, partition, part.num_rows, written, write_started)
+        )
+    logger.debug(
+        "clustering %s: group %d (%d slice(s) in %s) -> %d file(s), %d rows in %.2f s (scan %d ms)",
+        T,
+        task.index,
+        len(task.group.slices),
+        partition or "<table>",
+        len(stats),
+        rows.num_rows,
+        time.monotonic() - started,
+        scan_ms,
+    )
+    return TaskResult(task.index, tuple(stats), rows.num_rows, write_token)
+
+
+def _write_stat(
+    table_version: int,
+    file_id: str,
+    path: str,
+    partition: str,
+    rows: int,
+    written: BaseFileStats,
+    write_started: float,
+) -> WriteStat:
+    """Hudi's write stat of a file clustering created (as the fixtures' replacecommits hold them)."""
+    size = written.file_size_bytes
+    v8 = table_version >= 8
+    return WriteStat(
+        file_id=file_id,
+        path=path,
+        partition_path=partition,
+        prev_commit="null",
+        num_writes=rows,
+        num_deletes=0,
+        num_update_writes=0,
+        num_inserts=rows,
+        num_updates=0 if v8 else None,
+        total_write_bytes=size,
+        total_write_errors=0,
+        file_size_in_bytes=size,
+        total_log_records=0,
+        total_log_files_compacted=0,
+        total_log_size_compacted=0,
+        total_updated_records_compacted=0,
+        total_log_blocks=0,
+        total_corrupt_log_block=0,
+        total_rollback_blocks=0,
+        total_log_read_time_ms=0 if v8 else None,
+        runtime_stats=RuntimeStats(
+            total_scan_time=0,
+            total_upsert_time=0,
+            total_create_time=int((time.monotonic() - write_started) * 1000),
+        ),
+    )
+
+
+def _slice_of(storage: Storage, info: SliceInfo) -> FileSlice:
+    """The file slice a plan's slice names (files by name in its partition), with their sizes on storage."""
+    partition = info.partition_path
+    base_name = info.data_file_name
+    base = BaseFile.parse(base_name) if base_name else None
+    logs = tuple(sorted((LogFile.parse(n) for n in info.delta_file_names), key=lambda lf: lf.sort_key))
+    if base is not None:
+        base_instant = base.instant_time
+    elif logs:
+        base_instant = logs[0].instant
+    else:
+        raise CorruptTimelineFile(f"clustering slice {partition}/{info.file_id} names no file")
+    if any(f.file_id != info.file_id for f in (base, *logs) if f is not None):
+        raise CorruptTimelineFile(
+            f"clustering slice {partition}/{info.file_id} names a file of another group"
+        )
+    rel = (lambda n: f"{partition}/{n}") if partition else (lambda n: n)
+    return FileSlice(
+        FileGroupId(partition, info.file_id),
+        base_instant,
+        base,
+        storage.size(rel(base.file_name)) if base else 0,
+        logs,
+        tuple(storage.size(rel(lf.file_name)) for lf in logs),
+    )
+
+
+def _keys(t: pa.Table, populate_meta_fields: bool, key_fields: Sequence[str]) -> pa.Array:
+    if populate_meta_fields and RECORD_KEY in t.column_names:
+        return t.column(RECORD_KEY).combine_chunks()
+    return record_keys(t, key_fields)
+
+
+def _without_meta_fields(avro_json: str) -> str:
+    schema = json.loads(avro_json)
+    if isinstance(schema, Mapping) and "fields" in schema:
+        fields = [f for f in schema["fields"] if f.get("name") not in META_COLUMNS]
+        if len(fields) != len(schema["fields"]):
+            return json.dumps({**schema, "fields": fields}, separators=(",", ":"))
+    return avro_json
+
+
+# -- step 3: the driver commits ----------------------------------------------------------------------------
+
+
+def commit_clustering(
+    storage: Storage,
+    lock: LockProvider,
+    prepared: PreparedClustering,
+    results: Sequence[TaskResult],
+    *,
+    fence: Callable[[], None] | None = None,
+    time_generator: InstantTimeGenerator | None = None,
+) -> ClusteringResult:
+    """Check the tasks' results and complete the clustering (see the module doc).
+
+    ``fence`` re-checks the caller's claim on the instant; it runs under the table lock right before the
+    completing write and raises when the claim was lost (then nothing is committed). A conflicting write
+    raises :class:`ClusteringConflict` after the clustering was rolled back for good.
+    """
+    instant = prepared.instant
+    T = instant.time
+    table = Table.load(storage)
+    all_stats = [s for r in results for s in r.stats]
+    _check_still_inflight(storage, table, instant, all_stats)
+    stats = _check_results(storage, prepared, results)
+    version = table.config.table_version
+    by_partition: dict[str, list[WriteStat]] = {}
+    for stat in stats:
+        by_partition.setdefault(stat.partition_path or "", []).append(stat)
+    replaced: dict[str, list[str]] = {}
+    for s in prepared.plan.slices:
+        replaced.setdefault(s.partition_path, []).append(s.file_id)
+    metadata = CommitMetadata(
+        partition_to_write_stats={p: tuple(s) for p, s in by_partition.items()},
+        extra_metadata={"schema": prepared.writer_schema},
+        operation_type=OPERATION_TYPE,
+        compacted=False,
+        partition_to_replace_file_ids={p: tuple(ids) for p, ids in replaced.items()},
+        replace=True,
+    )
+    markers = Markers(storage, T)
+    strays = unrecorded_files(markers.list(), metadata, table_version=version)
+    for stray in strays:
+        logger.info("clustering %s: deleting %s, written by a failed or duplicate task attempt", T, stray)
+        storage.delete(stray)
+    failpoint("clustering.before_commit")
+    writer = TimelineWriter(storage, table.config, lock, time_generator=time_generator)
+    done: Instant | None = None
+    with held(lock):
+        if fence is not None:
+            fence()
+        current = Table.load(storage)
+        _check_still_inflight(storage, current, instant, stats)
+        conflict = find_conflict(current, T, prepared.plan)
+        if conflict is None:
+            failpoint("clustering.during_commit")
+            done = writer.complete(instant, metadata)
+    if conflict is not None:
+        _abort(storage, lock, instant, prepared.plan, conflict, time_generator)
+    assert done is not None
+    failpoint("clustering.after_commit")
+    markers.delete_all()
+    logger.info(
+        "completed clustering %s on %s: %d file group(s) replaced by %d, %d record(s), %d byte(s)",
+        T,
+        storage.uri,
+        len(prepared.plan.slices),
+        len(stats),
+        sum(s.num_writes or 0 for s in stats),
+        sum(s.total_write_bytes or 0 for s in stats),
+    )
+    return ClusteringResult(done, metadata, tuple(strays))
+
+
+def _check_still_inflight(
+    storage: Storage, table: Table, instant: Instant, stats: Sequence[WriteStat]
+) -> None:
+    current = table.timeline.get(instant.time)
+    if current is None or current.state is not State.INFLIGHT or current.action != instant.action:
+        _discard_own_files(storage, table, instant.time, stats)
+        raise CommitConflict(
+            f"clustering {instant.time} is no longer inflight ({current or 'gone'}); another runner finished "
+            "or rolled it back, so this attempt does not commit (its own files were deleted)"
+        )
+
+
+def _discard_own_files(storage: Storage, table: Table, instant_time: str, stats: Sequence[WriteStat]) -> None:
+    """Delete the files this attempt wrote that the instant's winning commit does not name."""
+    kept: set[str] = set()
+    if table.timeline.is_completed(instant_time):
+        kept = set(table.commit_metadata(instant_time).written_file_paths)
+    for stat in stats:
+        if stat.path and stat.path not in kept:
+            storage.delete(stat.path)
+    if table.timeline.is_completed(instant_time):
+        Markers(storage, instant_time).delete_all()  # markers of a completed instant name nothing left
+
+
+def _check_results(
+    storage: Storage, prepared: PreparedClustering, results: Sequence[TaskResult]
+) -> list[WriteStat]:
+    T = prepared.instant.time
+    by_index: dict[int, TaskResult] = {}
+    for r in results:
+        if r.index in by_index:
+            raise ClusteringFailed(f"clustering {T}: group {r.index} reported twice")
+        by_index[r.index] = r
+    missing = [t.index for t in prepared.tasks if t.index not in by_index]
+    if missing:
+        raise ClusteringFailed(f"clustering {T}: no result for group(s) {missing[:10]}")
+    inputs = {s.file_id for s in prepared.plan.slices}
+    stats: list[WriteStat] = []
+    for task in prepared.tasks:
+        result = by_index[task.index]
+        expected = max(1, task.group.num_output_file_groups or 1)
+        if len(result.stats) > expected:
+            raise ClusteringFailed(
+                f"clustering {T}: group {task.index} wrote {len(result.stats)} files, planned {expected}"
+            )
+        for stat in result.stats:
+            if (
+                (stat.partition_path or "") != task.partition_path
+                or not stat.path
+                or not stat.file_id
+                or stat.file_id in inputs
+                or not stat.path.endswith(f"_{T}.parquet")
+            ):
+                raise ClusteringFailed(f"clustering {T}: group {task.index} reported a file it cannot have")
+            try:
+                with storage.open_input_file(stat.path) as f:
+                    rows = pq.read_metadata(f).num_rows
+            except (OSError, HoodieError, pa.ArrowException) as e:
+                raise ClusteringFailed(
+                    f"clustering {T}: {stat.path} of group {task.index} is unreadable: {e}"
+                ) from e
+            if rows != stat.num_writes:
+                raise ClusteringFailed(
+                    f"clustering {T}: {stat.path} holds {rows} rows, its task reported {stat.num_writes}"
+                )
+            stats.append(stat)
+        written = sum(s.num_writes or 0 for s in result.stats)
+        if written != result.input_rows:
+            raise ClusteringFailed(
+                f"clustering {T}: group {task.index} merged {result.input_rows} records but wrote {written}"
+            )
+    if len({s.file_id for s in stats}) != len(stats):
+        raise ClusteringFailed(f"clustering {T}: two results name the same new file group")
+    return stats
+
+
+def cluster_in_process(
+    storage: Storage,
+    lock: LockProvider,
+    instant_time: str | None = None,
+    *,
+    parquet: ParquetOptions | None = None,
+    fence: Callable[[], None] | None = None,
+) -> ClusteringResult:
+    """Run a pending clustering with its tasks in this process, one after another (tests, benchmarks and
+    small tables; hoodied runs the tasks as a Spark job)."""
+    prepared = prepare_clustering(storage, lock, instant_time, parquet=parquet)
+    results = [run_clustering_task(t, f"{t.index}-0-{t.index}") for t in prepared.tasks]
+    return commit_clustering(storage, lock, prepared, results, fence=fence)
+
+
+__all__ = [
+    "ClusteringConflict",
+    "ClusteringFailed",
+    "ClusteringResult",
+    "ClusteringTask",
+    "Conflict",
+    "NothingToCluster",
+    "PreparedClustering",
+    "TaskResult",
+    "cluster_in_process",
+    "commit_clustering",
+    "find_conflict",
+    "pending_clusterings",
+    "prepare_clustering",
+    "run_clustering_task",
+]
