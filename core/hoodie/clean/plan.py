@@ -42,6 +42,7 @@ from hoodie.errors import InvalidWriteConfig
 from hoodie.file_group.file_group import FileGroupId, FileSlice
 from hoodie.lock import LockProvider, held
 from hoodie.metadata_table import refuse_metadata_table
+from hoodie.settings import int_setting, setting
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.instant import (
@@ -117,19 +118,24 @@ class CleanConfig:
     @classmethod
     def from_config(cls, config: Mapping[str, str]) -> CleanConfig:
         """Read the keys above (Hudi 1.x names, or the 0.x ``hoodie.cleaner.*`` ones) from a configuration."""
-        commits = _int(config, COMMITS_RETAINED, COMMITS_RETAINED_LEGACY, COMMITS_RETAINED_DEFAULT)
-        hours = _int(config, HOURS_RETAINED, HOURS_RETAINED_LEGACY, HOURS_RETAINED_DEFAULT)
-        versions = _int(
-            config, FILE_VERSIONS_RETAINED, FILE_VERSIONS_RETAINED_LEGACY, FILE_VERSIONS_RETAINED_DEFAULT
+        commits = int_setting(
+            config, COMMITS_RETAINED, COMMITS_RETAINED_DEFAULT, aliases=(COMMITS_RETAINED_LEGACY,)
         )
-        raw_policy = _get(config, POLICY, POLICY_LEGACY)
+        hours = int_setting(config, HOURS_RETAINED, HOURS_RETAINED_DEFAULT, aliases=(HOURS_RETAINED_LEGACY,))
+        versions = int_setting(
+            config,
+            FILE_VERSIONS_RETAINED,
+            FILE_VERSIONS_RETAINED_DEFAULT,
+            aliases=(FILE_VERSIONS_RETAINED_LEGACY,),
+        )
+        raw_policy = setting(config, POLICY, (POLICY_LEGACY,))
         if raw_policy is not None:
             policy = _enum(CleanPolicy, raw_policy, POLICY)
-        elif _get(config, COMMITS_RETAINED, COMMITS_RETAINED_LEGACY) is not None:
+        elif setting(config, COMMITS_RETAINED, (COMMITS_RETAINED_LEGACY,)) is not None:
             policy = CleanPolicy.KEEP_LATEST_COMMITS
-        elif _get(config, HOURS_RETAINED, HOURS_RETAINED_LEGACY) is not None:
+        elif setting(config, HOURS_RETAINED, (HOURS_RETAINED_LEGACY,)) is not None:
             policy = CleanPolicy.KEEP_LATEST_BY_HOURS
-        elif _get(config, FILE_VERSIONS_RETAINED, FILE_VERSIONS_RETAINED_LEGACY) is not None:
+        elif setting(config, FILE_VERSIONS_RETAINED, (FILE_VERSIONS_RETAINED_LEGACY,)) is not None:
             policy = CleanPolicy.KEEP_LATEST_FILE_VERSIONS
         else:
             policy = CleanPolicy.KEEP_LATEST_COMMITS
@@ -138,7 +144,7 @@ class CleanConfig:
             raise InvalidWriteConfig(
                 f"{TRIGGER_STRATEGY}={trigger!r}: Hudi's only clean trigger is NUM_COMMITS"
             )
-        raw_failed = _get(config, FAILED_WRITES_POLICY, FAILED_WRITES_POLICY_LEGACY)
+        raw_failed = setting(config, FAILED_WRITES_POLICY, (FAILED_WRITES_POLICY_LEGACY,))
         failed = (
             _enum(FailedWritesPolicy, raw_failed, FAILED_WRITES_POLICY)
             if raw_failed is not None
@@ -149,7 +155,7 @@ class CleanConfig:
             commits_retained=commits,
             hours_retained=hours,
             file_versions_retained=versions,
-            max_commits=_int(config, MAX_COMMITS, None, MAX_COMMITS_DEFAULT),
+            max_commits=int_setting(config, MAX_COMMITS, MAX_COMMITS_DEFAULT),
             failed_writes=failed,
         )
 
@@ -429,32 +435,6 @@ def schedule_clean(
         instant = TimelineWriter(storage, table.config, lock).request(CLEAN, instant_time, content)
     logger.info("scheduled clean %s on %s: %s", instant_time, storage.uri, result.reason)
     return CleanScheduleResult(instant, result.plan, result.reason, result.bytes_to_delete)
-
-
-# -- configuration helpers ---------------------------------------------------------------------------------
-
-
-def _get(config: Mapping[str, str], key: str, legacy: str | None) -> str | None:
-    for k in (key, legacy):
-        if k is None:
-            continue
-        raw = config.get(k)
-        if raw is not None and raw.strip() != "":
-            return raw.strip()
-    return None
-
-
-def _int(config: Mapping[str, str], key: str, legacy: str | None, default: int) -> int:
-    raw = _get(config, key, legacy)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidWriteConfig(f"{key}={raw!r}: not an integer") from None
-    if value < 0:
-        raise InvalidWriteConfig(f"{key}={raw!r}: must not be negative")
-    return value
 
 
 _T = TypeVar("_T", CleanPolicy, FailedWritesPolicy)

@@ -42,18 +42,16 @@ only one attempt commit.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from hoodie.clustering.plan import (
     OPERATION_TYPE,
@@ -62,7 +60,7 @@ from hoodie.clustering.plan import (
     clustering_plan_of,
     is_clustering,
 )
-from hoodie.errors import CommitConflict, CorruptTimelineFile, HoodieError, UnsupportedTable
+from hoodie.errors import CommitConflict, CorruptBaseFile, CorruptTimelineFile, HoodieError, UnsupportedTable
 from hoodie.failpoints import failpoint
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroupId, FileSlice
@@ -72,7 +70,7 @@ from hoodie.log.log_file import LogFile
 from hoodie.read.conform import conform_table
 from hoodie.read.merge import drop_deleted_rows
 from hoodie.storage import Storage
-from hoodie.table import META_COLUMNS, Table
+from hoodie.table import Table
 from hoodie.timeline.instant import WRITE_ACTIONS, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import (
@@ -88,6 +86,11 @@ from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.base_file import BaseFileStats, ParquetOptions, write_base_file
 from hoodie.write.markers import IOType, Markers, sweep_completed, unrecorded_files
 from hoodie.write.rollback import RollbackResult, rollback_unfinished
+from hoodie.write.service_commit import (
+    check_still_inflight,
+    without_meta_fields,
+    written_rows,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -238,7 +241,7 @@ def prepare_clustering(
     writer_schema = table.latest_avro_schema() or table.config.create_schema
     if not writer_schema:
         raise ClusteringFailed(f"{storage.uri} records no table schema; cannot write base files")
-    writer_schema = _without_meta_fields(writer_schema)
+    writer_schema = without_meta_fields(writer_schema)
     timeline_writer = TimelineWriter(storage, table.config, lock, time_generator=generator)
     inflight = timeline_writer.start(instant)
     failpoint("clustering.after_inflight")
@@ -543,18 +546,6 @@ def _keys(t: pa.Table, populate_meta_fields: bool, key_fields: Sequence[str]) ->
     return record_keys(t, key_fields)
 
 
-def _without_meta_fields(avro_json: str) -> str:
-    schema = json.loads(avro_json)
-    if isinstance(schema, Mapping) and "fields" in schema:
-        fields = [f for f in schema["fields"] if f.get("name") not in META_COLUMNS]
-        if len(fields) != len(schema["fields"]):
-            return json.dumps({**schema, "fields": fields}, separators=(",", ":"))
-    return avro_json
-
-
-# -- step 3: the driver commits ----------------------------------------------------------------------------
-
-
 def commit_clustering(
     storage: Storage,
     lock: LockProvider,
@@ -574,7 +565,7 @@ def commit_clustering(
     T = instant.time
     table = Table.load(storage)
     all_stats = [s for r in results for s in r.stats]
-    _check_still_inflight(storage, table, instant, all_stats)
+    check_still_inflight(storage, table, "clustering", T, instant.action, all_stats)
     stats = _check_results(storage, prepared, results)
     version = table.config.table_version
     by_partition: dict[str, list[WriteStat]] = {}
@@ -603,7 +594,7 @@ def commit_clustering(
         if fence is not None:
             fence()
         current = Table.load(storage)
-        _check_still_inflight(storage, current, instant, stats)
+        check_still_inflight(storage, current, "clustering", T, instant.action, stats)
         conflict = find_conflict(current, T, prepared.plan)
         if conflict is None:
             failpoint("clustering.during_commit")
@@ -623,30 +614,6 @@ def commit_clustering(
         sum(s.total_write_bytes or 0 for s in stats),
     )
     return ClusteringResult(done, metadata, tuple(strays))
-
-
-def _check_still_inflight(
-    storage: Storage, table: Table, instant: Instant, stats: Sequence[WriteStat]
-) -> None:
-    current = table.timeline.get(instant.time)
-    if current is None or current.state is not State.INFLIGHT or current.action != instant.action:
-        _discard_own_files(storage, table, instant.time, stats)
-        raise CommitConflict(
-            f"clustering {instant.time} is no longer inflight ({current or 'gone'}); another runner finished "
-            "or rolled it back, so this attempt does not commit (its own files were deleted)"
-        )
-
-
-def _discard_own_files(storage: Storage, table: Table, instant_time: str, stats: Sequence[WriteStat]) -> None:
-    """Delete the files this attempt wrote that the instant's winning commit does not name."""
-    kept: set[str] = set()
-    if table.timeline.is_completed(instant_time):
-        kept = set(table.commit_metadata(instant_time).written_file_paths)
-    for stat in stats:
-        if stat.path and stat.path not in kept:
-            storage.delete(stat.path)
-    if table.timeline.is_completed(instant_time):
-        Markers(storage, instant_time).delete_all()  # markers of a completed instant name nothing left
 
 
 def _check_results(
@@ -680,12 +647,9 @@ def _check_results(
             ):
                 raise ClusteringFailed(f"clustering {T}: group {task.index} reported a file it cannot have")
             try:
-                with storage.open_input_file(stat.path) as f:
-                    rows = pq.read_metadata(f).num_rows
-            except (OSError, HoodieError, pa.ArrowException) as e:
-                raise ClusteringFailed(
-                    f"clustering {T}: {stat.path} of group {task.index} is unreadable: {e}"
-                ) from e
+                rows = written_rows(storage, stat.path)
+            except CorruptBaseFile as e:
+                raise ClusteringFailed(f"clustering {T}: group {task.index}: {e}") from e
             if rows != stat.num_writes:
                 raise ClusteringFailed(
                     f"clustering {T}: {stat.path} holds {rows} rows, its task reported {stat.num_writes}"

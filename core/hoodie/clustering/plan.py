@@ -54,6 +54,7 @@ from hoodie.errors import CorruptTimelineFile, InvalidWriteConfig
 from hoodie.file_group.file_group import FileSlice
 from hoodie.lock import LockProvider, held
 from hoodie.metadata_table import refuse_metadata_table
+from hoodie.settings import bool_setting, int_setting
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.instant import (
@@ -153,18 +154,24 @@ class ClusteringConfig:
     def from_config(cls, config: Mapping[str, str]) -> ClusteringConfig:
         """Read the keys above from a configuration (unknown keys are left to their owners)."""
         return cls(
-            small_file_limit=_int(config, SMALL_FILE_LIMIT, SMALL_FILE_LIMIT_DEFAULT, minimum=0),
-            max_bytes_per_group=_int(config, MAX_BYTES_PER_GROUP, MAX_BYTES_PER_GROUP_DEFAULT),
-            max_num_groups=_int(config, MAX_NUM_GROUPS, MAX_NUM_GROUPS_DEFAULT),
-            target_file_max_bytes=_int(config, TARGET_FILE_MAX_BYTES, TARGET_FILE_MAX_BYTES_DEFAULT),
+            small_file_limit=int_setting(config, SMALL_FILE_LIMIT, SMALL_FILE_LIMIT_DEFAULT, minimum=0),
+            max_bytes_per_group=int_setting(
+                config, MAX_BYTES_PER_GROUP, MAX_BYTES_PER_GROUP_DEFAULT, minimum=1
+            ),
+            max_num_groups=int_setting(config, MAX_NUM_GROUPS, MAX_NUM_GROUPS_DEFAULT, minimum=1),
+            target_file_max_bytes=int_setting(
+                config, TARGET_FILE_MAX_BYTES, TARGET_FILE_MAX_BYTES_DEFAULT, minimum=1
+            ),
             sort_columns=_list(config, SORT_COLUMNS),
-            single_group_clustering_enabled=_bool(
+            single_group_clustering_enabled=bool_setting(
                 config, SINGLE_GROUP_CLUSTERING_ENABLED, SINGLE_GROUP_CLUSTERING_ENABLED_DEFAULT
             ),
             partition_regex=(config.get(PARTITION_REGEX_PATTERN) or "").strip() or None,
             partitions_selected=_list(config, PARTITION_SELECTED),
-            max_commits=_int(config, ASYNC_MAX_COMMITS, ASYNC_MAX_COMMITS_DEFAULT, minimum=0),
-            max_file_bytes=_int(config, PARQUET_MAX_FILE_SIZE, PARQUET_MAX_FILE_SIZE_DEFAULT),
+            max_commits=int_setting(config, ASYNC_MAX_COMMITS, ASYNC_MAX_COMMITS_DEFAULT, minimum=0),
+            max_file_bytes=int_setting(
+                config, PARQUET_MAX_FILE_SIZE, PARQUET_MAX_FILE_SIZE_DEFAULT, minimum=1
+            ),
         )
 
     @property
@@ -242,29 +249,6 @@ class ClusteringConfig:
             TOTAL_LOG_FILES_SIZE: float(log_bytes),
             TOTAL_IO_WRITE_MB: float(write_mb),
         }
-
-
-def _int(config: Mapping[str, str], key: str, default: int, *, minimum: int = 1) -> int:
-    raw = config.get(key)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise InvalidWriteConfig(f"{key}={raw!r}: not an integer") from None
-    if value < minimum:
-        raise InvalidWriteConfig(f"{key}={raw!r}: must be at least {minimum}")
-    return value
-
-
-def _bool(config: Mapping[str, str], key: str, default: bool) -> bool:
-    raw = config.get(key)
-    if raw is None or raw.strip() == "":
-        return default
-    word = raw.strip().lower()
-    if word not in ("true", "false"):
-        raise InvalidWriteConfig(f"{key}={raw!r}: not true or false")
-    return word == "true"
 
 
 def _list(config: Mapping[str, str], key: str) -> tuple[str, ...]:

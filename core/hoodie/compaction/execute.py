@@ -24,18 +24,16 @@ the completing create-if-absent lets only one attempt commit.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from hoodie.compaction.plan import check_compactable
-from hoodie.errors import CommitConflict, HoodieError
+from hoodie.errors import CorruptBaseFile, HoodieError
 from hoodie.failpoints import failpoint
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroupId, FileSlice
@@ -45,7 +43,7 @@ from hoodie.log.log_file import LogFile
 from hoodie.read.conform import conform_table
 from hoodie.read.merge import Selection
 from hoodie.storage import Storage
-from hoodie.table import META_COLUMNS, Table
+from hoodie.table import Table
 from hoodie.timeline.instant import COMPACTION, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import (
@@ -61,6 +59,7 @@ from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.base_file import ParquetOptions, write_base_file
 from hoodie.write.markers import Markers, sweep_completed, unrecorded_files
 from hoodie.write.rollback import RollbackResult, rollback_unfinished
+from hoodie.write.service_commit import check_still_inflight, without_meta_fields, written_rows
 
 logger = logging.getLogger(__name__)
 
@@ -177,7 +176,7 @@ def prepare_compaction(
     writer_schema = table.latest_avro_schema() or table.config.create_schema
     if not writer_schema:
         raise CompactionFailed(f"{storage.uri} records no table schema; cannot write base files")
-    writer_schema = _without_meta_fields(writer_schema)
+    writer_schema = without_meta_fields(writer_schema)
     timeline_writer = TimelineWriter(storage, table.config, lock, time_generator=generator)
     inflight = timeline_writer.start(instant)
     failpoint("compaction.after_inflight")
@@ -355,7 +354,7 @@ def commit_compaction(
     instant = prepared.instant
     T = instant.time
     table = Table.load(storage)
-    _check_still_inflight(storage, table, T, [r.stat for r in results])
+    check_still_inflight(storage, table, "compaction", T, COMPACTION, [r.stat for r in results])
     stats = _check_results(storage, prepared, results)
     version = table.config.table_version
     by_partition: dict[str, list[WriteStat]] = {}
@@ -378,7 +377,7 @@ def commit_compaction(
     with held(lock):
         if fence is not None:
             fence()
-        _check_still_inflight(storage, Table.load(storage), T, stats)
+        check_still_inflight(storage, Table.load(storage), "compaction", T, COMPACTION, stats)
         failpoint("compaction.during_commit")
         done = writer.complete(instant, content)
     failpoint("compaction.after_commit")
@@ -392,30 +391,6 @@ def commit_compaction(
         sum(s.total_write_bytes or 0 for s in stats),
     )
     return CompactionResult(done, metadata, tuple(strays))
-
-
-def _check_still_inflight(
-    storage: Storage, table: Table, instant_time: str, stats: Sequence[WriteStat]
-) -> None:
-    current = table.timeline.get(instant_time)
-    if current is None or current.state is not State.INFLIGHT or current.action != COMPACTION:
-        _discard_own_files(storage, table, instant_time, stats)
-        raise CommitConflict(
-            f"compaction {instant_time} is no longer inflight ({current or 'gone'}); another runner finished "
-            "or rolled it back, so this attempt does not commit (its own files were deleted)"
-        )
-
-
-def _discard_own_files(storage: Storage, table: Table, instant_time: str, stats: Sequence[WriteStat]) -> None:
-    """Delete the files this attempt wrote that the instant's winning commit does not name."""
-    kept: set[str] = set()
-    if table.timeline.is_completed(instant_time):
-        kept = set(table.commit_metadata(instant_time).written_file_paths)
-    for stat in stats:
-        if stat.path and stat.path not in kept:
-            storage.delete(stat.path)
-    if table.timeline.is_completed(instant_time):
-        Markers(storage, instant_time).delete_all()  # markers of a completed instant name nothing left
 
 
 def _check_results(
@@ -437,28 +412,15 @@ def _check_results(
         if stat.file_id != op.file_id or (stat.partition_path or "") != op.partition_path or not stat.path:
             raise CompactionFailed(f"compaction {T}: operation {task.index} reported another file group")
         try:
-            with storage.open_input_file(stat.path) as f:
-                rows = pq.read_metadata(f).num_rows
-        except (OSError, HoodieError, pa.ArrowException) as e:
-            raise CompactionFailed(
-                f"compaction {T}: the file of operation {task.index} is unreadable: {e}"
-            ) from e
+            rows = written_rows(storage, stat.path)
+        except CorruptBaseFile as e:
+            raise CompactionFailed(f"compaction {T}: the file of operation {task.index}: {e}") from e
         if rows != stat.num_writes:
             raise CompactionFailed(
                 f"compaction {T}: {stat.path} holds {rows} rows, its task reported {stat.num_writes}"
             )
         stats.append(stat)
     return stats
-
-
-def _without_meta_fields(avro_json: str) -> str:
-    schema = json.loads(avro_json)
-    if isinstance(schema, Mapping) and "fields" in schema:
-        fields = [f for f in schema["fields"] if f.get("name") not in META_COLUMNS]
-        if len(fields) != len(schema["fields"]):
-            schema = {**schema, "fields": fields}
-            return json.dumps(schema, separators=(",", ":"))
-    return avro_json
 
 
 def compact_in_process(

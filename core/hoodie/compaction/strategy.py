@@ -33,6 +33,7 @@ from enum import StrEnum
 
 from hoodie.errors import InvalidWriteConfig
 from hoodie.file_group.file_group import FileSlice
+from hoodie.settings import int_setting
 from hoodie.timeline.metadata import CompactionOperation
 from hoodie.write.base_file import PARQUET_MAX_FILE_SIZE, PARQUET_MAX_FILE_SIZE_DEFAULT
 
@@ -125,14 +126,20 @@ class CompactionConfig:
         strategy = config.get(STRATEGY)
         return cls(
             strategy=Strategy.parse(strategy) if strategy else DEFAULT_STRATEGY,
-            target_io_mb=_int(config, TARGET_IO_MB, TARGET_IO_MB_DEFAULT),
-            log_file_size_threshold=_int(config, LOG_FILE_SIZE_THRESHOLD, LOG_FILE_SIZE_THRESHOLD_DEFAULT),
-            log_file_num_threshold=_int(config, LOG_FILE_NUM_THRESHOLD, LOG_FILE_NUM_THRESHOLD_DEFAULT),
-            day_based_target_partitions=_int(
+            target_io_mb=int_setting(config, TARGET_IO_MB, TARGET_IO_MB_DEFAULT),
+            log_file_size_threshold=int_setting(
+                config, LOG_FILE_SIZE_THRESHOLD, LOG_FILE_SIZE_THRESHOLD_DEFAULT
+            ),
+            log_file_num_threshold=int_setting(
+                config, LOG_FILE_NUM_THRESHOLD, LOG_FILE_NUM_THRESHOLD_DEFAULT
+            ),
+            day_based_target_partitions=int_setting(
                 config, DAY_BASED_TARGET_PARTITIONS, DAY_BASED_TARGET_PARTITIONS_DEFAULT, minimum=1
             ),
             partition_regex=config.get(PARTITION_REGEX) or None,
-            max_file_bytes=_int(config, PARQUET_MAX_FILE_SIZE, PARQUET_MAX_FILE_SIZE_DEFAULT, minimum=1),
+            max_file_bytes=int_setting(
+                config, PARQUET_MAX_FILE_SIZE, PARQUET_MAX_FILE_SIZE_DEFAULT, minimum=1
+            ),
         )
 
     # -- the strategy's two steps ------------------------------------------------------------------------
@@ -204,19 +211,6 @@ def _partition_date(partition: str) -> dt.date:
         raise InvalidWriteConfig(
             f"{STRATEGY}=DayBased needs yyyy/MM/dd partitions; {partition!r} is not one"
         ) from None
-
-
-def _int(config: Mapping[str, str], key: str, default: int, *, minimum: int = 0) -> int:
-    raw = config.get(key)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise InvalidWriteConfig(f"{key}={raw!r}: not an integer") from None
-    if value < minimum:
-        raise InvalidWriteConfig(f"{key}={raw!r}: must be at least {minimum}")
-    return value
 
 
 __all__ = [

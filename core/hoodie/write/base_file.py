@@ -47,7 +47,6 @@ on disk. ``hoodie.parquet.max.file.size`` is for callers that split rows into fi
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -62,6 +61,7 @@ from hoodie.bloom import DYNAMIC_V0, FOOTER_KEY, FOOTER_TYPE_CODE_KEY, SIMPLE, n
 from hoodie.errors import InvalidWriteConfig, SchemaMismatch, UnsupportedTable
 from hoodie.read.merge import Selection
 from hoodie.schema import avro_to_arrow_schema
+from hoodie.settings import bool_setting, int_setting, probability_setting
 from hoodie.storage import Storage
 
 __all__ = [
@@ -180,22 +180,30 @@ class ParquetOptions:
         """
         return cls(
             compression=config.get(PARQUET_COMPRESSION_CODEC, PARQUET_COMPRESSION_CODEC_DEFAULT).strip(),
-            row_group_bytes=_positive_int(config, PARQUET_BLOCK_SIZE, PARQUET_BLOCK_SIZE_DEFAULT),
-            page_bytes=_positive_int(config, PARQUET_PAGE_SIZE, PARQUET_PAGE_SIZE_DEFAULT),
-            max_file_bytes=_positive_int(
-                config, PARQUET_MAX_FILE_SIZE, PARQUET_MAX_FILE_SIZE_DEFAULT, bits=64
+            row_group_bytes=int_setting(
+                config, PARQUET_BLOCK_SIZE, PARQUET_BLOCK_SIZE_DEFAULT, minimum=1, bits=32
             ),
-            dictionary_enabled=_bool(config, PARQUET_DICTIONARY_ENABLED, PARQUET_DICTIONARY_ENABLED_DEFAULT),
-            bloom_filter_enabled=_bool(
+            page_bytes=int_setting(config, PARQUET_PAGE_SIZE, PARQUET_PAGE_SIZE_DEFAULT, minimum=1, bits=32),
+            max_file_bytes=int_setting(
+                config, PARQUET_MAX_FILE_SIZE, PARQUET_MAX_FILE_SIZE_DEFAULT, minimum=1, bits=64
+            ),
+            dictionary_enabled=bool_setting(
+                config, PARQUET_DICTIONARY_ENABLED, PARQUET_DICTIONARY_ENABLED_DEFAULT
+            ),
+            bloom_filter_enabled=bool_setting(
                 config, PARQUET_BLOOM_FILTER_ENABLED, PARQUET_BLOOM_FILTER_ENABLED_DEFAULT
             ),
             bloom_type=config.get(BLOOM_FILTER_TYPE, BLOOM_FILTER_TYPE_DEFAULT).strip(),
-            bloom_num_entries=_positive_int(
-                config, BLOOM_FILTER_NUM_ENTRIES, BLOOM_FILTER_NUM_ENTRIES_DEFAULT
+            bloom_num_entries=int_setting(
+                config, BLOOM_FILTER_NUM_ENTRIES, BLOOM_FILTER_NUM_ENTRIES_DEFAULT, minimum=1, bits=32
             ),
-            bloom_fpp=_probability(config, BLOOM_FILTER_FPP, BLOOM_FILTER_FPP_DEFAULT),
-            bloom_max_entries=_positive_int(
-                config, BLOOM_FILTER_DYNAMIC_MAX_ENTRIES, BLOOM_FILTER_DYNAMIC_MAX_ENTRIES_DEFAULT
+            bloom_fpp=probability_setting(config, BLOOM_FILTER_FPP, BLOOM_FILTER_FPP_DEFAULT),
+            bloom_max_entries=int_setting(
+                config,
+                BLOOM_FILTER_DYNAMIC_MAX_ENTRIES,
+                BLOOM_FILTER_DYNAMIC_MAX_ENTRIES_DEFAULT,
+                minimum=1,
+                bits=32,
             ),
         )
 
@@ -210,52 +218,6 @@ class ParquetOptions:
         if self.compression_level is not None:
             return self.compression_level
         return _DEFAULT_LEVELS.get(self.pyarrow_compression)
-
-
-def _raw(config: Mapping[str, str], key: str) -> str | None:
-    value = config.get(key)
-    return None if value is None else str(value).strip()
-
-
-def _positive_int(config: Mapping[str, str], key: str, default: int, bits: int = 32) -> int:
-    """A Java ``int`` (or ``long`` for 64 bits) that must be positive."""
-    raw = _raw(config, key)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidWriteConfig(f"{key}={raw!r}: not an integer") from None
-    if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
-        raise InvalidWriteConfig(f"{key}={raw!r}: out of range for a {bits}-bit integer")
-    if value <= 0:
-        raise InvalidWriteConfig(f"{key}={raw!r}: must be positive")
-    return value
-
-
-def _probability(config: Mapping[str, str], key: str, default: float) -> float:
-    """A ``double`` strictly between 0 and 1."""
-    raw = _raw(config, key)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise InvalidWriteConfig(f"{key}={raw!r}: not a number") from None
-    if not math.isfinite(value):
-        raise InvalidWriteConfig(f"{key}={raw!r}: not a finite number")
-    if not 0.0 < value < 1.0:
-        raise InvalidWriteConfig(f"{key}={raw!r}: must lie strictly between 0 and 1")
-    return value
-
-
-def _bool(config: Mapping[str, str], key: str, default: bool) -> bool:
-    raw = _raw(config, key)
-    if raw is None:
-        return default
-    if raw.lower() in ("true", "false"):
-        return raw.lower() == "true"
-    raise InvalidWriteConfig(f"{key}={raw!r}: expected true or false")
 
 
 # -- meta columns ------------------------------------------------------------------------------------------

@@ -28,12 +28,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hoodie.errors import HoodieError, InvalidWriteConfig
+from hoodie.errors import HoodieError
 from hoodie.file_group.base_file import BaseFile
 from hoodie.lock import LockProvider, held
 from hoodie.log.block import BlockType, iter_blocks
 from hoodie.log.log_file import LogFile
 from hoodie.log.writer import encode_rollback_command_block, write_log_file
+from hoodie.settings import int_setting
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.instant import COMMIT, DELTA_COMMIT, ROLLBACK, Instant, State
@@ -73,21 +74,9 @@ class HeartbeatConfig:
 
     @classmethod
     def from_config(cls, config: Mapping[str, str]) -> HeartbeatConfig:
-        def read(key: str, default: int) -> int:
-            raw = (config.get(key) or "").strip()
-            if not raw:
-                return default
-            try:
-                value = int(raw)
-            except ValueError:
-                raise InvalidWriteConfig(f"{key}={raw!r}: not an integer") from None
-            if value < 1:
-                raise InvalidWriteConfig(f"{key}={raw!r}: must be at least 1")
-            return value
-
         return cls(
-            read(HEARTBEAT_INTERVAL_MS, HEARTBEAT_INTERVAL_MS_DEFAULT),
-            read(HEARTBEAT_TOLERABLE_MISSES, HEARTBEAT_TOLERABLE_MISSES_DEFAULT),
+            int_setting(config, HEARTBEAT_INTERVAL_MS, HEARTBEAT_INTERVAL_MS_DEFAULT, minimum=1),
+            int_setting(config, HEARTBEAT_TOLERABLE_MISSES, HEARTBEAT_TOLERABLE_MISSES_DEFAULT, minimum=1),
         )
 
 
