@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -35,9 +36,15 @@ from hoodie.file_group.fs_view import (
     read_optimized_slices,
     snapshot_slices,
 )
-from hoodie.log.reader import scan_log_files
+from hoodie.log.reader import LogScan, scan_log_files
 from hoodie.read.conform import conform_table
-from hoodie.read.merge import Deletes, MergeInput, Selection, merge_selection, record_keys
+from hoodie.read.merge import (
+    Deletes,
+    MergeInput,
+    drop_deleted_rows,
+    merge_selection,
+    record_keys,
+)
 from hoodie.schema import avro_to_arrow_schema
 from hoodie.storage import Storage
 from hoodie.timeline.instant import REPLACE_COMMIT, Instant, State, check_time
@@ -94,7 +101,6 @@ class SliceMerge:
     rollback_blocks: int = 0
     scan_ms: int = 0
     base_keys: pa.Array | None = None  # record keys of the base file's rows (when it has logs to merge)
-    selection: Selection | None = None  # lazy=True: the merged rows, not gathered (``table`` is None)
 
 
 class Table:
@@ -305,15 +311,89 @@ class Table:
         except (OSError, pa.ArrowException) as e:
             raise CorruptBaseFile(f"cannot read base file {path}: {e}") from e
 
-    def merge_file_slice(
-        self, file_slice: FileSlice, *, as_of: str | None = None, lazy: bool = False
-    ) -> SliceMerge:
-        """Merge one file slice as of ``as_of`` (as :meth:`read_file_slice`), with what the merge saw:
-        compaction reports these numbers in its write stats. ``lazy``: return the merged rows as a
-        :class:`~hoodie.read.merge.Selection` (``selection``) instead of gathering them (``table``)."""
-        return self._merge_slice(
-            file_slice, self._visible_instant(as_of), self._rules(), self.read_schema(), lazy=lazy
+    def merge_file_slice(self, file_slice: FileSlice, *, as_of: str | None = None) -> SliceMerge:
+        """Merge one file slice as of ``as_of`` (as :meth:`read_file_slice`), with what the merge saw."""
+        return self._merge_slice(file_slice, self._visible_instant(as_of), self._rules(), self.read_schema())
+
+    def stream_file_slice(self, file_slice: FileSlice, *, as_of: str | None = None) -> SliceStream:
+        """Merge one file slice as of ``as_of`` a base-file row group at a time: each chunk holds the merged
+        records of one row group (updated in place, deleted ones gone), the last one the log's new keys.
+
+        The records and their order are those of :meth:`merge_file_slice`: a record's versions all meet in
+        the chunk of the row group holding its key, so the log is cut per row group by key. Only the log and
+        one row group are held at a time (a base file holding a key twice is merged per row group)."""
+        include = self._visible_instant(as_of)
+        rules = self._rules()
+        schema = self.read_schema()
+        started = time.monotonic()
+        scan = scan_log_files(self.storage, file_slice.log_file_paths, include_instant=include)
+        steps, log_keys, log_records = _log_steps(scan, schema, rules)
+        base_path = file_slice.base_file_path
+        base_records = 0
+        if base_path:
+            try:
+                with self.storage.open_input_file(base_path) as f:
+                    base_records = pq.read_metadata(f).num_rows
+            except (OSError, pa.ArrowException) as e:
+                raise CorruptBaseFile(f"cannot read base file {base_path}: {e}") from e
+        stream = SliceStream(
+            iter(()),
+            base_records,
+            log_records,
+            log_keys,
+            scan.blocks_read,
+            len(scan.corrupt_blocks),
+            scan.rollback_blocks,
+            int((time.monotonic() - started) * 1000),
         )
+        stream.chunks = self._stream_chunks(base_path, steps, rules, schema, stream)
+        return stream
+
+    def _stream_chunks(
+        self,
+        base_path: str | None,
+        steps: list[MergeInput],
+        rules: MergeRules,
+        schema: pa.Schema | None,
+        stream: SliceStream,
+    ) -> Iterator[pa.Table]:
+        step_keys = [
+            record_keys(s.data, rules.key_fields) if s.data is not None else s.deletes.keys.cast(pa.string())  # type: ignore[union-attr]
+            for s in steps
+        ]
+        seen = [np.zeros(len(k), dtype=np.bool_) for k in step_keys]
+
+        def merge(base: pa.Table | None, parts: list[MergeInput]) -> pa.Table:
+            return merge_selection(
+                base, parts, mode=rules.mode, key_fields=rules.key_fields, ordering_field=rules.ordering_field
+            ).materialize()
+
+        if base_path:
+            try:
+                f = self.storage.open_input_file(base_path)
+                parquet = pq.ParquetFile(f)
+            except (OSError, pa.ArrowException) as e:
+                raise CorruptBaseFile(f"cannot read base file {base_path}: {e}") from e
+            with f:
+                for i in range(parquet.num_row_groups):
+                    try:
+                        group = parquet.read_row_group(i)
+                    except (OSError, pa.ArrowException) as e:
+                        raise CorruptBaseFile(f"cannot read row group {i} of {base_path}: {e}") from e
+                    if schema is not None:
+                        group = conform_table(group, schema, source=base_path)
+                    keys = record_keys(group, rules.key_fields)
+                    stream.base_keys.append(keys)
+                    parts = []
+                    for step, k, mask in zip(steps, step_keys, seen, strict=True):
+                        hit = pc.is_in(k, value_set=keys).to_numpy(zero_copy_only=False)
+                        if hit.any():
+                            mask |= hit
+                            parts.append(_restrict(step, hit))
+                    yield merge(group, parts) if parts else drop_deleted_rows(group)
+        rest = [_restrict(step, ~mask) for step, mask in zip(steps, seen, strict=True) if not mask.all()]
+        if any(p.data is not None and p.data.num_rows for p in rest):
+            yield merge(None, rest)
 
     def _read_slice(
         self,
@@ -330,8 +410,6 @@ class Table:
         include: Callable[[str], bool],
         rules: MergeRules,
         schema: pa.Schema | None,
-        *,
-        lazy: bool = False,
     ) -> SliceMerge:
         started = time.monotonic()
 
@@ -345,10 +423,7 @@ class Table:
 
         if not file_slice.log_files:
             base = read_base()
-            n = base.num_rows if base is not None else 0
-            if lazy:
-                return SliceMerge(None, n, selection=Selection(base) if base is not None else None)
-            return SliceMerge(base, n)
+            return SliceMerge(base, base.num_rows if base is not None else 0)
         # The base file (Parquet decoding) and the log files (Avro decoding) are read at the same time: both
         # spend most of their time outside the GIL.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hoodie-base") as pool:
@@ -356,42 +431,22 @@ class Table:
             scan = scan_log_files(self.storage, file_slice.log_file_paths, include_instant=include)
             base = pending_base.result()
         scan_ms = int((time.monotonic() - started) * 1000)
-        steps: list[MergeInput] = []
-        log_keys: list[pa.Array] = []
-        log_records = 0
-        for batch in scan.batches:
-            if batch.kind == "data":
-                if batch.table.num_rows:
-                    data = batch.table
-                    if schema is not None:
-                        data = conform_table(data, schema, source=batch.log_file)
-                    steps.append(MergeInput(data=data))
-                    log_records += data.num_rows
-                    log_keys.append(record_keys(data, rules.key_fields))
-            else:
-                t = batch.table
-                keys = t.column("_hoodie_record_key").combine_chunks()
-                steps.append(MergeInput(deletes=Deletes(keys, t.column("ordering_value").combine_chunks())))
-                log_records += len(keys)
-                log_keys.append(keys)
+        steps, log_keys, log_records = _log_steps(scan, schema, rules)
         selection = None
         if base is not None or any(s.data is not None for s in steps):
             selection = merge_selection(
                 base, steps, mode=rules.mode, key_fields=rules.key_fields, ordering_field=rules.ordering_field
             )
         return SliceMerge(
-            None if lazy or selection is None else selection.materialize(),
+            None if selection is None else selection.materialize(),
             base_records=base.num_rows if base is not None else 0,
             log_records=log_records,
-            log_keys=pc.unique(pa.chunked_array(log_keys, pa.string()))
-            if log_keys
-            else pa.array([], pa.string()),
+            log_keys=log_keys,
             log_blocks=scan.blocks_read,
             corrupt_blocks=len(scan.corrupt_blocks),
             rollback_blocks=scan.rollback_blocks,
             scan_ms=scan_ms,
             base_keys=record_keys(base, rules.key_fields) if base is not None else None,
-            selection=selection if lazy else None,
         )
 
     def _read_slices(
@@ -501,6 +556,60 @@ class Table:
                 raise HoodieError(f"unknown column(s) {missing}; the table has {result.column_names}")
             result = result.select(list(columns))
         return result
+
+
+def _log_steps(
+    scan: LogScan, schema: pa.Schema | None, rules: MergeRules
+) -> tuple[list[MergeInput], pa.Array, int]:
+    """The scan's batches as merge steps (conformed to ``schema``), the distinct keys they name, and how many
+    records (data rows and deleted keys) they hold."""
+    steps: list[MergeInput] = []
+    log_keys: list[pa.Array] = []
+    log_records = 0
+    for batch in scan.batches:
+        if batch.kind == "data":
+            if batch.table.num_rows:
+                data = batch.table
+                if schema is not None:
+                    data = conform_table(data, schema, source=batch.log_file)
+                steps.append(MergeInput(data=data))
+                log_records += data.num_rows
+                log_keys.append(record_keys(data, rules.key_fields))
+        else:
+            t = batch.table
+            keys = t.column("_hoodie_record_key").combine_chunks()
+            steps.append(MergeInput(deletes=Deletes(keys, t.column("ordering_value").combine_chunks())))
+            log_records += len(keys)
+            log_keys.append(keys)
+    distinct = pc.unique(pa.chunked_array(log_keys, pa.string())) if log_keys else pa.array([], pa.string())
+    return steps, distinct, log_records
+
+
+@dataclass
+class SliceStream:
+    """The merged records of a file slice a base-file row group at a time (:meth:`Table.stream_file_slice`),
+    with what the merge read. ``base_keys`` fills up as ``chunks`` is consumed."""
+
+    chunks: Iterator[pa.Table]
+    base_records: int
+    log_records: int
+    log_keys: pa.Array
+    log_blocks: int
+    corrupt_blocks: int
+    rollback_blocks: int
+    scan_ms: int
+    base_keys: list[pa.Array] = field(default_factory=list)
+
+
+def _restrict(step: MergeInput, mask: np.ndarray) -> MergeInput:
+    """The part of a merge step whose rows (data) or keys (deletes) ``mask`` selects."""
+    keep = pa.array(mask)
+    if step.data is not None:
+        return MergeInput(data=step.data.filter(keep))
+    assert step.deletes is not None
+    return MergeInput(
+        deletes=Deletes(step.deletes.keys.filter(keep), step.deletes.ordering_values.filter(keep))
+    )
 
 
 def _align(result: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -37,11 +37,9 @@ from hoodie.errors import CorruptBaseFile, HoodieError
 from hoodie.failpoints import failpoint
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroupId, FileSlice
-from hoodie.keygen import record_keys
 from hoodie.lock import LockProvider, held
 from hoodie.log.log_file import LogFile
 from hoodie.read.conform import conform_table
-from hoodie.read.merge import Selection
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.instant import COMPACTION, Instant, State
@@ -56,7 +54,7 @@ from hoodie.timeline.metadata import (
     encode_commit_metadata,
 )
 from hoodie.timeline.writer import TimelineWriter
-from hoodie.write.base_file import ParquetOptions, write_base_file
+from hoodie.write.base_file import ParquetOptions, prefetched, write_base_file_chunks
 from hoodie.write.markers import Markers, sweep_completed, unrecorded_files
 from hoodie.write.rollback import RollbackResult, rollback_unfinished
 from hoodie.write.service_commit import check_still_inflight, without_meta_fields, written_rows
@@ -208,50 +206,51 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
     op = task.operation
     T = task.instant_time
     file_slice = _slice_of(storage, op)
-    merge = table.merge_file_slice(file_slice, as_of=T, lazy=True)
+    # One base-file row group at a time: it is read and merged on a thread while the previous one is encoded.
+    merge = table.stream_file_slice(file_slice, as_of=T)
     schema = table.read_schema()
-    if merge.selection is None:
-        empty = schema.empty_table() if schema is not None else pa.table({})
-        merged = Selection(empty)
-    else:
-        merged = merge.selection.without_deleted()
-    if schema is not None:
-        merged = merged.map_data(lambda t: conform_table(t, schema).select(schema.names))
+    chunks = (
+        (conform_table(c, schema).select(schema.names) for c in merge.chunks)
+        if schema is not None
+        else merge.chunks
+    )
     name = BaseFile(op.file_id, write_token, T, "parquet").file_name
     path = f"{op.partition_path}/{name}" if op.partition_path else name
-    keys = _keys(merged, cfg.populate_meta_fields, cfg.record_key_fields)
-    distinct = pc.count_distinct(keys).as_py() if len(keys) else 0
-    if distinct != merged.num_rows:
-        raise CompactionFailed(
-            f"compaction {T}: slice {op.partition_path}/{op.file_id} merged to {merged.num_rows} rows but "
-            f"{distinct} distinct keys; refusing to write it"
-        )
     io_type = "MERGE" if op.data_file_path else "CREATE"
     Markers(storage, T).create(op.partition_path, name, io_type)
     merge_started = time.monotonic()
-    written = write_base_file(
+    written, keys = write_base_file_chunks(
         storage,
         path,
-        merged,
+        prefetched(chunks),
         avro_schema=task.writer_schema,
         options=task.parquet,
         populate_meta_fields=cfg.populate_meta_fields,
-        record_keys=keys,
+        key_fields=cfg.record_key_fields,
         constants={FILE_NAME: name} if cfg.populate_meta_fields else None,
     )
+    rows = written.num_rows
+    distinct = pc.count_distinct(keys).as_py() if len(keys) else 0
+    if distinct != rows:
+        storage.delete(path)
+        raise CompactionFailed(
+            f"compaction {T}: slice {op.partition_path}/{op.file_id} merged to {rows} rows but "
+            f"{distinct} distinct keys; its file was deleted, nothing is committed"
+        )
     failpoint("compaction.task_after_write")
     write_ms = int((time.monotonic() - merge_started) * 1000)
-    updated, from_base = _base_overlap(merge.base_keys, merge.log_keys, keys)
-    new_rows = merged.num_rows - from_base
+    base_keys = pa.chunked_array(merge.base_keys, pa.string()).combine_chunks() if op.data_file_path else None
+    updated, from_base = _base_overlap(base_keys, merge.log_keys, keys.combine_chunks())
+    new_rows = rows - from_base
     # Hudi 0.x counts records new to the file as inserts; 1.x every written record that was not an update.
-    inserts = new_rows if cfg.table_version < 8 else merged.num_rows - min(updated, from_base)
+    inserts = new_rows if cfg.table_version < 8 else rows - min(updated, from_base)
     deletes = merge.base_records - from_base
     stat = WriteStat(
         file_id=op.file_id,
         path=path,
         partition_path=op.partition_path,
         prev_commit=op.base_instant_time,
-        num_writes=merged.num_rows,
+        num_writes=rows,
         num_deletes=deletes,
         num_update_writes=updated,
         num_inserts=inserts,
@@ -287,7 +286,7 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
         op.partition_path,
         op.file_id,
         name,
-        merged.num_rows,
+        rows,
         time.monotonic() - started,
     )
     return TaskResult(task.index, stat, write_token)
@@ -307,15 +306,6 @@ def _slice_of(storage: Storage, op: CompactionOperation) -> FileSlice:
         logs,
         tuple(storage.size(rel(lf.file_name)) for lf in logs),
     )
-
-
-def _keys(merged: Selection, populate_meta_fields: bool, key_fields: Sequence[str]) -> pa.Array:
-    if populate_meta_fields and RECORD_KEY in merged.data.column_names:
-        return merged.column(RECORD_KEY)
-    columns = [f for f in key_fields if f in merged.data.column_names]
-    if len(columns) != len(key_fields):
-        return record_keys(merged.materialize(), key_fields)
-    return record_keys(pa.table({f: merged.column(f) for f in columns}), key_fields)
 
 
 def _base_overlap(base_keys: pa.Array | None, log_keys: pa.Array, merged_keys: pa.Array) -> tuple[int, int]:

@@ -47,10 +47,10 @@ on disk. ``hoodie.parquet.max.file.size`` is for callers that split rows into fi
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -59,18 +59,22 @@ import pyarrow.parquet as pq
 
 from hoodie.bloom import DYNAMIC_V0, FOOTER_KEY, FOOTER_TYPE_CODE_KEY, SIMPLE, new_bloom_filter
 from hoodie.errors import InvalidWriteConfig, SchemaMismatch, UnsupportedTable
-from hoodie.read.merge import Selection
+from hoodie.read.merge import record_keys as _record_keys
 from hoodie.schema import avro_to_arrow_schema
 from hoodie.settings import bool_setting, int_setting, probability_setting
 from hoodie.storage import Storage
+
+_T = TypeVar("_T")
 
 __all__ = [
     "META_COLUMNS",
     "BaseFileStats",
     "ParquetOptions",
     "add_meta_columns",
+    "prefetched",
     "with_meta_fields",
     "write_base_file",
+    "write_base_file_chunks",
 ]
 
 # -- config keys, with Hudi's defaults ---------------------------------------------------------------------
@@ -371,36 +375,24 @@ def _row_group_rows(table: pa.Table, row_group_bytes: int) -> int:
     return max(1, min(rows, int(row_group_bytes / per_row)))
 
 
-def _key_footer(
-    keys: pa.ChunkedArray, options: ParquetOptions, with_bloom: bool
-) -> tuple[str | None, str | None, str | None, dict[str, str]]:
-    """(min key, max key, bloom filter type, the footer entries Hudi's bloom write support adds)."""
-    lo, hi = _key_range(keys)
-    if not with_bloom:
-        return lo, hi, None, {}
-    bloom = new_bloom_filter(
-        options.bloom_type, options.bloom_num_entries, options.bloom_fpp, options.bloom_max_entries
-    )
-    bloom.add_keys(keys)
-    footer = {FOOTER_KEY.decode(): bloom.serialize()}
-    if bloom.type_code == DYNAMIC_V0:
-        footer[FOOTER_TYPE_CODE_KEY.decode()] = bloom.type_code
-    if lo is not None and hi is not None:
-        footer[MIN_RECORD_KEY] = lo
-        footer[MAX_RECORD_KEY] = hi
-    return lo, hi, bloom.type_code, footer
+def _check_keys(keys: pa.Array | pa.ChunkedArray) -> None:
+    if keys.null_count:
+        raise SchemaMismatch(
+            f"{keys.null_count} of {len(keys)} record keys are null (meta columns come from add_meta_columns)"
+        )
+    if len(keys) and pc.min(pc.binary_length(keys)).as_py() == 0:
+        raise SchemaMismatch("a record key is empty: Hudi record keys never are")
 
 
 def write_base_file(
     storage: Storage,
     path: str,
-    table: pa.Table | Selection,
+    table: pa.Table,
     *,
     avro_schema: str,
     options: ParquetOptions,
     populate_meta_fields: bool = True,
     record_keys: pa.Array | pa.ChunkedArray | None = None,
-    constants: Mapping[str, str] | None = None,
 ) -> BaseFileStats:
     """Write ``table`` as the base file at ``path`` (relative to the table's base path), create-if-absent.
 
@@ -411,100 +403,185 @@ def write_base_file(
     the ``_hoodie_record_key`` column; without meta fields no bloom filter or key range is written (as Hudi)
     and the keys only fill :attr:`BaseFileStats.min_record_key` / ``max_record_key``.
 
-    ``table`` may be a :class:`~hoodie.read.merge.Selection` (merged rows not gathered yet): its rows are then
-    gathered one row group at a time, the next while the current one is encoded, so the merged slice is never
-    held whole. ``constants`` sets string columns to one value on every row (a compaction's
-    ``_hoodie_file_name``), built per row group instead of gathered.
-
     Raises :class:`~hoodie.errors.SchemaMismatch` when the table does not fit the schema and
     :class:`~hoodie.errors.FileAlreadyExists` when the file is there.
     """
     writer_schema = with_meta_fields(avro_schema) if populate_meta_fields else avro_schema
     arrow_schema = avro_to_arrow_schema(writer_schema)
-    selection = table if isinstance(table, Selection) else Selection(table)
-    constants = dict(constants or {})
-    missing = [c for c in constants if c not in arrow_schema.names]
-    if missing:
-        raise SchemaMismatch(f"constant column(s) {', '.join(missing)} are not in the Avro schema")
-    source = selection.data
-    for name in constants:  # placeholders, replaced per row group; conformed like any column
-        if name in source.column_names:
-            source = source.drop_columns([name])
-        source = source.append_column(pa.field(name, pa.string()), pa.nulls(source.num_rows, pa.string()))
-    selection = Selection(_conform(source, arrow_schema), selection.rows)
-    data = selection.data
-    num_rows = selection.num_rows
-
+    data = _conform(table, arrow_schema)
     if record_keys is None and populate_meta_fields:
-        keys: pa.ChunkedArray | None = (
-            data.column(RECORD_KEY)
-            if selection.rows is None
-            else pa.chunked_array([selection.column(RECORD_KEY)])
-        )
+        keys: pa.ChunkedArray | None = data.column(RECORD_KEY)
     elif record_keys is None:
         keys = None
     else:
-        if len(record_keys) != num_rows:
-            raise ValueError(f"{len(record_keys)} record keys for {num_rows} rows")
+        if len(record_keys) != data.num_rows:
+            raise ValueError(f"{len(record_keys)} record keys for {data.num_rows} rows")
         chunked = pa.chunked_array([record_keys]) if isinstance(record_keys, pa.Array) else record_keys
         keys = chunked.cast(pa.string())
-    if keys is not None and keys.null_count:
-        raise SchemaMismatch(
-            f"{keys.null_count} of {len(keys)} record keys are null (meta columns come from add_meta_columns)"
-        )
-    if keys is not None and len(keys) and pc.min(pc.binary_length(keys)).as_py() == 0:
-        raise SchemaMismatch("a record key is empty: Hudi record keys never are")
-
-    footer: dict[str, str] = {AVRO_SCHEMA_KEY: writer_schema, WRITER_MODEL_KEY: WRITER_MODEL}
-    with_bloom = populate_meta_fields and options.bloom_filter_enabled
-    # The key footers (bloom filter, key range) are computed while pyarrow encodes the rows: both release
-    # the GIL for their heavy parts (numpy hashing, parquet encoding), so the filter costs little time.
+    footer = _KeyFooter(options, populate_meta_fields and options.bloom_filter_enabled)
+    if keys is not None:
+        _check_keys(keys)
+        footer.add(keys)
     group_rows = _row_group_rows(data, options.row_group_bytes)
-    if selection.rows is not None and num_rows:
-        # Gathered rows are as wide as the source's on average.
-        group_rows = max(1, min(group_rows, num_rows))
+    return _write_rows(storage, path, writer_schema, data.schema, [data], options, group_rows, footer)
 
-    def gather(start: int) -> pa.Table:
-        chunk = selection.take(start, group_rows)
-        for name, value in constants.items():
-            chunk = chunk.set_column(
-                chunk.schema.get_field_index(name),
-                arrow_schema.field(name),
-                _constant_strings(value, chunk.num_rows).cast(arrow_schema.field(name).type),
+
+def write_base_file_chunks(
+    storage: Storage,
+    path: str,
+    chunks: Iterable[pa.Table],
+    *,
+    avro_schema: str,
+    options: ParquetOptions,
+    populate_meta_fields: bool = True,
+    key_fields: Sequence[str] = (),
+    constants: Mapping[str, str] | None = None,
+) -> tuple[BaseFileStats, pa.ChunkedArray]:
+    """Write the rows of ``chunks`` (one row group each, in order) as the base file at ``path``, as
+    :func:`write_base_file` writes a table; for writers that produce their rows a piece at a time (a
+    compaction merging one base-file row group after another), so that no piece outlives its row group.
+
+    Returns the file's stats and the record keys of its rows, in order (the ``_hoodie_record_key`` column,
+    or built from ``key_fields`` when the table does not populate meta fields).
+    """
+    writer_schema = with_meta_fields(avro_schema) if populate_meta_fields else avro_schema
+    arrow_schema = avro_to_arrow_schema(writer_schema)
+    constants = dict(constants or {})
+    footer = _KeyFooter(options, populate_meta_fields and options.bloom_filter_enabled)
+    keys: list[pa.Array] = []
+
+    def conformed() -> Iterator[pa.Table]:
+        for chunk in chunks:
+            for name, value in constants.items():
+                if name in chunk.column_names:
+                    chunk = chunk.drop_columns([name])
+                chunk = chunk.append_column(name, _constant_strings(value, chunk.num_rows))
+            chunk = _conform(chunk, arrow_schema)
+            if RECORD_KEY in chunk.column_names:
+                chunk_keys = chunk.column(RECORD_KEY).combine_chunks()
+            else:
+                chunk_keys = _record_keys(chunk, key_fields)
+            _check_keys(chunk_keys)
+            keys.append(chunk_keys)
+            footer.add(chunk_keys)
+            yield chunk
+
+    row_group_rows = 2**31 - 1  # each chunk is one row group
+    stats = _write_rows(
+        storage, path, writer_schema, arrow_schema, conformed(), options, row_group_rows, footer
+    )
+    return stats, pa.chunked_array(keys, pa.string())
+
+
+def prefetched(items: Iterable[_T], depth: int = 1) -> Iterator[_T]:
+    """``items`` computed ``depth`` ahead on a thread: the next piece is gathered (merged, read) while the
+    caller encodes this one. Exceptions surface in the caller, in order."""
+    it = iter(items)
+
+    def step() -> tuple[bool, _T | None]:
+        for item in it:
+            return True, item
+        return False, None
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hoodie-prefetch") as pool:
+        pending = [pool.submit(step) for _ in range(max(1, depth))]
+        while True:
+            more, item = pending.pop(0).result()
+            if not more:
+                return
+            pending.append(pool.submit(step))
+            yield item  # type: ignore[misc]
+
+
+class _KeyFooter:
+    """The key footers (bloom filter, key range), fed a chunk of keys at a time on a thread of its own:
+    hashing runs while pyarrow encodes the rows (both release the GIL for their heavy parts)."""
+
+    def __init__(self, options: ParquetOptions, with_bloom: bool) -> None:
+        self.options = options
+        self.bloom = (
+            new_bloom_filter(
+                options.bloom_type, options.bloom_num_entries, options.bloom_fpp, options.bloom_max_entries
             )
-        return chunk
+            if with_bloom
+            else None
+        )
+        self.ranges: list[tuple[str | None, str | None]] = []
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hoodie-bloom")
+        self._jobs: list[Future[None]] = []
 
-    with (
-        storage.create_stream(path) as sink,
-        ThreadPoolExecutor(max_workers=2, thread_name_prefix="hoodie-write") as pool,
-        pq.ParquetWriter(
-            sink,
-            data.schema,
-            version="2.6",
-            compression=options.pyarrow_compression,
-            compression_level=options.pyarrow_compression_level,
-            use_dictionary=options.dictionary_enabled,
-            data_page_size=options.page_bytes,
-            write_statistics=True,
-            use_compliant_nested_type=True,
-            store_schema=False,
-            write_time_adjusted_to_utc=True,
-        ) as writer,
-    ):
-        key_footer = pool.submit(_key_footer, keys, options, with_bloom) if keys is not None else None
-        if selection.rows is None and not constants:
-            writer.write_table(data, row_group_size=group_rows)
-        else:
-            starts = list(range(0, num_rows, group_rows))
-            upcoming = pool.submit(gather, starts[0]) if starts else None
-            for i in range(len(starts)):
-                assert upcoming is not None
-                chunk = upcoming.result()
-                upcoming = pool.submit(gather, starts[i + 1]) if i + 1 < len(starts) else None
-                writer.write_table(chunk, row_group_size=group_rows)
-        lo, hi, bloom_type, extra = key_footer.result() if key_footer is not None else (None, None, None, {})
-        footer.update(extra)
-        writer.add_key_value_metadata(footer)
+    def add(self, keys: pa.Array | pa.ChunkedArray) -> None:
+        chunked = keys if isinstance(keys, pa.ChunkedArray) else pa.chunked_array([keys])
+        self._jobs.append(self._pool.submit(self._add, chunked))
+
+    def _add(self, keys: pa.ChunkedArray) -> None:
+        self.ranges.append(_key_range(keys))
+        if self.bloom is not None:
+            self.bloom.add_keys(keys)
+
+    def finish(self) -> tuple[str | None, str | None, str | None, dict[str, str]]:
+        try:
+            for job in self._jobs:
+                job.result()
+        finally:
+            self._pool.shutdown()
+        los = [lo for lo, _ in self.ranges if lo is not None]
+        his = [hi for _, hi in self.ranges if hi is not None]
+        lo = min(los, key=lambda k: k.encode("utf-16-be")) if los else None
+        hi = max(his, key=lambda k: k.encode("utf-16-be")) if his else None
+        if self.bloom is None:
+            return lo, hi, None, {}
+        extra = {FOOTER_KEY.decode(): self.bloom.serialize()}
+        if self.bloom.type_code == DYNAMIC_V0:
+            extra[FOOTER_TYPE_CODE_KEY.decode()] = self.bloom.type_code
+        if lo is not None and hi is not None:
+            extra[MIN_RECORD_KEY] = lo
+            extra[MAX_RECORD_KEY] = hi
+        return lo, hi, self.bloom.type_code, extra
+
+    def cancel(self) -> None:
+        self._pool.shutdown(cancel_futures=True)
+
+
+def _write_rows(
+    storage: Storage,
+    path: str,
+    writer_schema: str,
+    schema: pa.Schema,
+    chunks: Iterable[pa.Table],
+    options: ParquetOptions,
+    row_group_rows: int,
+    footer: _KeyFooter,
+) -> BaseFileStats:
+    """Write ``chunks`` through one Parquet writer (create-if-absent), the key footers last."""
+    num_rows = 0
+    try:
+        with (
+            storage.create_stream(path) as sink,
+            pq.ParquetWriter(
+                sink,
+                schema,
+                version="2.6",
+                compression=options.pyarrow_compression,
+                compression_level=options.pyarrow_compression_level,
+                use_dictionary=options.dictionary_enabled,
+                data_page_size=options.page_bytes,
+                write_statistics=True,
+                use_compliant_nested_type=True,
+                store_schema=False,
+                write_time_adjusted_to_utc=True,
+            ) as writer,
+        ):
+            for chunk in chunks:
+                if chunk.num_rows:
+                    writer.write_table(chunk, row_group_size=row_group_rows)
+                    num_rows += chunk.num_rows
+            lo, hi, bloom_type, extra = footer.finish()
+            writer.add_key_value_metadata(
+                {AVRO_SCHEMA_KEY: writer_schema, WRITER_MODEL_KEY: WRITER_MODEL, **extra}
+            )
+    finally:
+        footer.cancel()
     with storage.open_input_file(path) as written:
         metadata = pq.read_metadata(written)
         size = written.size()
