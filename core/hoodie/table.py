@@ -383,14 +383,19 @@ class Table:
                     if schema is not None:
                         group = conform_table(group, schema, source=base_path)
                     keys = record_keys(group, rules.key_fields)
-                    stream.base_keys.append(keys)
+                    if len(stream.log_keys):
+                        touched = pc.is_in(keys, value_set=stream.log_keys)
+                        stream.base_updated += int(pc.sum(touched).as_py() or 0)
                     parts = []
                     for step, k, mask in zip(steps, step_keys, seen, strict=True):
                         hit = pc.is_in(k, value_set=keys).to_numpy(zero_copy_only=False)
                         if hit.any():
                             mask |= hit
                             parts.append(_restrict(step, hit))
-                    yield merge(group, parts) if parts else drop_deleted_rows(group)
+                    out = merge(group, parts) if parts else drop_deleted_rows(group)
+                    del group, keys, parts  # not held while the consumer encodes ``out``
+                    stream.base_kept += out.num_rows
+                    yield out
         rest = [_restrict(step, ~mask) for step, mask in zip(steps, seen, strict=True) if not mask.all()]
         if any(p.data is not None and p.data.num_rows for p in rest):
             yield merge(None, rest)
@@ -588,7 +593,9 @@ def _log_steps(
 @dataclass
 class SliceStream:
     """The merged records of a file slice a base-file row group at a time (:meth:`Table.stream_file_slice`),
-    with what the merge read. ``base_keys`` fills up as ``chunks`` is consumed."""
+    with what the merge read. The counts of base rows fill up as ``chunks`` is consumed: ``base_updated``,
+    base records whose key the log names (Hudi's ``numUpdateWrites``); ``base_kept``, merged records whose key
+    was in the base file."""
 
     chunks: Iterator[pa.Table]
     base_records: int
@@ -598,7 +605,8 @@ class SliceStream:
     corrupt_blocks: int
     rollback_blocks: int
     scan_ms: int
-    base_keys: list[pa.Array] = field(default_factory=list)
+    base_updated: int = 0
+    base_kept: int = 0
 
 
 def _restrict(step: MergeInput, mask: np.ndarray) -> MergeInput:

@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from hoodie.compaction.plan import check_compactable
@@ -239,8 +238,7 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
         )
     failpoint("compaction.task_after_write")
     write_ms = int((time.monotonic() - merge_started) * 1000)
-    base_keys = pa.chunked_array(merge.base_keys, pa.string()).combine_chunks() if op.data_file_path else None
-    updated, from_base = _base_overlap(base_keys, merge.log_keys, keys.combine_chunks())
+    updated, from_base = merge.base_updated, merge.base_kept
     new_rows = rows - from_base
     # Hudi 0.x counts records new to the file as inserts; 1.x every written record that was not an update.
     inserts = new_rows if cfg.table_version < 8 else rows - min(updated, from_base)
@@ -306,22 +304,6 @@ def _slice_of(storage: Storage, op: CompactionOperation) -> FileSlice:
         logs,
         tuple(storage.size(rel(lf.file_name)) for lf in logs),
     )
-
-
-def _base_overlap(base_keys: pa.Array | None, log_keys: pa.Array, merged_keys: pa.Array) -> tuple[int, int]:
-    """(base records the logs touched: Hudi's ``numUpdateWrites``; merged records that were in the base).
-
-    Every hash set is built from the log's keys, which are few next to the base file's: new records are log
-    keys the base does not hold, and the merged rows that are not new came from the base.
-    """
-    if base_keys is None or not len(base_keys) or not len(log_keys):
-        return 0, len(merged_keys) if base_keys is not None and len(base_keys) else 0
-    in_log = pc.is_in(base_keys, value_set=log_keys)
-    updated = int(pc.sum(in_log).as_py() or 0)
-    touched = base_keys.filter(in_log)
-    new_keys = log_keys.filter(pc.invert(pc.is_in(log_keys, value_set=touched)))
-    new_rows = int(pc.sum(pc.is_in(merged_keys, value_set=new_keys)).as_py() or 0) if len(new_keys) else 0
-    return updated, len(merged_keys) - new_rows
 
 
 # -- step 3: the driver commits ----------------------------------------------------------------------------
