@@ -326,16 +326,18 @@ class Table:
         rules = self._rules()
         schema = self.read_schema()
         started = time.monotonic()
-        scan = scan_log_files(self.storage, file_slice.log_file_paths, include_instant=include)
-        steps, log_keys, log_records = _log_steps(scan, schema, rules)
-        base_path = file_slice.base_file_path
-        base_records = 0
-        if base_path:
-            try:
-                with self.storage.open_input_file(base_path) as f:
-                    base_records = pq.read_metadata(f).num_rows
-            except (OSError, pa.ArrowException) as e:
-                raise CorruptBaseFile(f"cannot read base file {base_path}: {e}") from e
+        # The first row group is read while the log files are decoded.
+        base = (
+            _RowGroups(self.storage, file_slice.base_file_path, schema) if file_slice.base_file_path else None
+        )
+        try:
+            scan = scan_log_files(self.storage, file_slice.log_file_paths, include_instant=include)
+            steps, log_keys, log_records = _log_steps(scan, schema, rules)
+        except BaseException:
+            if base is not None:
+                base.close()
+            raise
+        base_records = base.num_rows if base is not None else 0
         stream = SliceStream(
             iter(()),
             base_records,
@@ -346,12 +348,12 @@ class Table:
             scan.rollback_blocks,
             int((time.monotonic() - started) * 1000),
         )
-        stream.chunks = self._stream_chunks(base_path, steps, rules, schema, stream)
+        stream.chunks = self._stream_chunks(base, steps, rules, schema, stream)
         return stream
 
     def _stream_chunks(
         self,
-        base_path: str | None,
+        base: _RowGroups | None,
         steps: list[MergeInput],
         rules: MergeRules,
         schema: pa.Schema | None,
@@ -361,42 +363,38 @@ class Table:
             record_keys(s.data, rules.key_fields) if s.data is not None else s.deletes.keys.cast(pa.string())  # type: ignore[union-attr]
             for s in steps
         ]
-        seen = [np.zeros(len(k), dtype=np.bool_) for k in step_keys]
+        # All the log's keys in one array: each row group is looked up once, not once per log step.
+        all_keys = pa.chunked_array(step_keys, pa.string()).combine_chunks() if step_keys else None
+        bounds = np.cumsum([0, *(len(k) for k in step_keys)])
+        seen = np.zeros(int(bounds[-1]), dtype=np.bool_)
 
         def merge(base: pa.Table | None, parts: list[MergeInput]) -> pa.Table:
             return merge_selection(
                 base, parts, mode=rules.mode, key_fields=rules.key_fields, ordering_field=rules.ordering_field
             ).materialize()
 
-        if base_path:
-            try:
-                f = self.storage.open_input_file(base_path)
-                parquet = pq.ParquetFile(f)
-            except (OSError, pa.ArrowException) as e:
-                raise CorruptBaseFile(f"cannot read base file {base_path}: {e}") from e
-            with f:
-                for i in range(parquet.num_row_groups):
-                    try:
-                        group = parquet.read_row_group(i)
-                    except (OSError, pa.ArrowException) as e:
-                        raise CorruptBaseFile(f"cannot read row group {i} of {base_path}: {e}") from e
-                    if schema is not None:
-                        group = conform_table(group, schema, source=base_path)
-                    keys = record_keys(group, rules.key_fields)
-                    if len(stream.log_keys):
-                        touched = pc.is_in(keys, value_set=stream.log_keys)
-                        stream.base_updated += int(pc.sum(touched).as_py() or 0)
-                    parts = []
-                    for step, k, mask in zip(steps, step_keys, seen, strict=True):
-                        hit = pc.is_in(k, value_set=keys).to_numpy(zero_copy_only=False)
-                        if hit.any():
-                            mask |= hit
-                            parts.append(_restrict(step, hit))
-                    out = merge(group, parts) if parts else drop_deleted_rows(group)
-                    del group, keys, parts  # not held while the consumer encodes ``out``
-                    stream.base_kept += out.num_rows
-                    yield out
-        rest = [_restrict(step, ~mask) for step, mask in zip(steps, seen, strict=True) if not mask.all()]
+        for group in base.row_groups() if base is not None else ():
+            keys = record_keys(group, rules.key_fields)
+            parts = []
+            if all_keys is not None and len(all_keys):
+                hit = pc.is_in(all_keys, value_set=keys).to_numpy(zero_copy_only=False)
+                if hit.any():
+                    seen |= hit
+                    # Base records the log names: the distinct log keys found in this row group.
+                    stream.base_updated += int(pc.count_distinct(all_keys.filter(pa.array(hit))).as_py() or 0)
+                    for j, step in enumerate(steps):
+                        part = hit[bounds[j] : bounds[j + 1]]
+                        if part.any():
+                            parts.append(_restrict(step, part))
+            out = merge(group, parts) if parts else drop_deleted_rows(group)
+            del group, keys, parts  # not held while the consumer encodes ``out``
+            stream.base_kept += out.num_rows
+            yield out
+        rest = [
+            _restrict(step, ~seen[bounds[j] : bounds[j + 1]])
+            for j, step in enumerate(steps)
+            if not seen[bounds[j] : bounds[j + 1]].all()
+        ]
         if any(p.data is not None and p.data.num_rows for p in rest):
             yield merge(None, rest)
 
@@ -607,6 +605,44 @@ class SliceStream:
     scan_ms: int
     base_updated: int = 0
     base_kept: int = 0
+
+
+class _RowGroups:
+    """A base file read a row group at a time (conformed to ``schema``); the first one starts reading at
+    once, on a thread."""
+
+    def __init__(self, storage: Storage, path: str, schema: pa.Schema | None) -> None:
+        self.path = path
+        self.schema = schema
+        try:
+            self._file = storage.open_input_file(path)
+            self._parquet = pq.ParquetFile(self._file)
+        except (OSError, pa.ArrowException) as e:
+            raise CorruptBaseFile(f"cannot read base file {path}: {e}") from e
+        self.num_rows = self._parquet.metadata.num_rows
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hoodie-base")
+        self._first = self._pool.submit(self._read, 0) if self._parquet.num_row_groups else None
+
+    def _read(self, i: int) -> pa.Table:
+        try:
+            group = self._parquet.read_row_group(i)
+        except (OSError, pa.ArrowException) as e:
+            raise CorruptBaseFile(f"cannot read row group {i} of {self.path}: {e}") from e
+        return conform_table(group, self.schema, source=self.path) if self.schema is not None else group
+
+    def row_groups(self) -> Iterator[pa.Table]:
+        try:
+            if self._first is not None:
+                first, self._first = self._first, None
+                yield first.result()
+            for i in range(1, self._parquet.num_row_groups):
+                yield self._read(i)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._pool.shutdown()
+        self._file.close()
 
 
 def _restrict(step: MergeInput, mask: np.ndarray) -> MergeInput:
