@@ -326,7 +326,6 @@ class Table:
         rules = self._rules()
         schema = self.read_schema()
         started = time.monotonic()
-        # The first row group is read while the log files are decoded.
         base = (
             _RowGroups(self.storage, file_slice.base_file_path, schema) if file_slice.base_file_path else None
         )
@@ -608,8 +607,7 @@ class SliceStream:
 
 
 class _RowGroups:
-    """A base file read a row group at a time (conformed to ``schema``); the first one starts reading at
-    once, on a thread."""
+    """A base file read a row group at a time (conformed to ``schema``)."""
 
     def __init__(self, storage: Storage, path: str, schema: pa.Schema | None) -> None:
         self.path = path
@@ -620,8 +618,6 @@ class _RowGroups:
         except (OSError, pa.ArrowException) as e:
             raise CorruptBaseFile(f"cannot read base file {path}: {e}") from e
         self.num_rows = self._parquet.metadata.num_rows
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hoodie-base")
-        self._first = self._pool.submit(self._read, 0) if self._parquet.num_row_groups else None
 
     def _read(self, i: int) -> pa.Table:
         try:
@@ -632,16 +628,12 @@ class _RowGroups:
 
     def row_groups(self) -> Iterator[pa.Table]:
         try:
-            if self._first is not None:
-                first, self._first = self._first, None
-                yield first.result()
-            for i in range(1, self._parquet.num_row_groups):
+            for i in range(self._parquet.num_row_groups):
                 yield self._read(i)
         finally:
             self.close()
 
     def close(self) -> None:
-        self._pool.shutdown()
         self._file.close()
 
 

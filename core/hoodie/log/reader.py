@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -119,12 +118,7 @@ def scan_log_files(
             rollbacks += block.block_type is BlockType.COMMAND
             candidates = _admit(block, path, candidates, corrupt, include_instant)
     survivors = _apply_log_compaction(candidates)
-    if len(survivors) > 1:
-        # Blocks decode independently, mostly in numpy (outside the GIL): two at a time.
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="hoodie-log") as pool:
-            batches = list(pool.map(_decode, survivors))
-    else:
-        batches = [_decode(c) for c in survivors]
+    batches = [_decode(c) for c in survivors]
     return LogScan(batches=batches, corrupt_blocks=corrupt, blocks_read=blocks, rollback_blocks=rollbacks)
 
 
