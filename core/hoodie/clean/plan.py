@@ -63,7 +63,6 @@ from hoodie.timeline.metadata import (
     CleanFileInfo,
     decode_clean_metadata,
     decode_compaction_plan,
-    decode_requested_replace_metadata,
     decode_savepoint_metadata,
     encode_cleaner_plan,
 )
@@ -239,27 +238,14 @@ def earliest_commit_to_retain(table: Table, config: CleanConfig, now: dt.datetim
 def _protected_slices(table: Table) -> dict[FileGroupId, set[str]]:
     """Base instants of the slices pending compactions, log compactions and clusterings read."""
     out: dict[FileGroupId, set[str]] = {}
-    cfg = table.config
     for instant in table.timeline.pending():
         if instant.action in (COMPACTION, LOG_COMPACTION):
             data = table.storage.read(table.timeline.file_of(instant.time, State.REQUESTED))
             for op in decode_compaction_plan(data).operations:
                 out.setdefault(FileGroupId(op.partition_path, op.file_id), set()).add(op.base_instant_time)
-    for instant in table.timeline.pending_clusterings(table_version=cfg.table_version):
-        for gid in _clustering_groups(table, instant):
-            out.setdefault(gid, set()).add("*")
+    for gid in table.pending_clustering_file_groups():
+        out.setdefault(gid, set()).add("*")
     return out
-
-
-def _clustering_groups(table: Table, instant: Instant) -> list[FileGroupId]:
-    try:
-        data = table.storage.read(table.timeline.file_of(instant.time, State.REQUESTED))
-    except KeyError:
-        return []
-    plan = decode_requested_replace_metadata(data).clustering_plan if data else None
-    if plan is None:
-        return []
-    return [FileGroupId(s.partition_path, s.file_id) for s in plan.slices]
 
 
 def savepointed_files(table: Table) -> set[str]:
