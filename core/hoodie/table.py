@@ -42,7 +42,7 @@ from hoodie.read.merge import (
     Deletes,
     MergeInput,
     drop_deleted_rows,
-    merge_selection,
+    merge_records,
     record_keys,
 )
 from hoodie.schema import avro_to_arrow_schema
@@ -202,8 +202,8 @@ class Table:
 
     # -- file-system view --------------------------------------------------------------------------------
 
-    def _listing(self) -> list[DataFile]:
-        """Data files below the base path (partition folders; ``.hoodie`` and hidden folders skipped)."""
+    def data_files(self) -> list[DataFile]:
+        """Data files below the base path, committed or not (``.hoodie`` and hidden folders skipped)."""
         entries = []
         for top in self.storage.list(""):
             if top.name.startswith("."):
@@ -259,21 +259,27 @@ class Table:
         return self._replaced_file_groups(as_of)
 
     def _replaced_file_groups(self, as_of: str | None) -> set[FileGroupId]:
-        replaced: set[FileGroupId] = set()
+        return set(self.replace_times(as_of))
+
+    def replace_times(self, as_of: str | None = None) -> dict[FileGroupId, str]:
+        """Each file group replaced by a completed replacecommit as of ``as_of``, with the earliest such
+        replacecommit's instant time."""
+        out: dict[FileGroupId, str] = {}
         for instant in self.timeline.filter_as_of(as_of).completed_writes():
             if instant.action != REPLACE_COMMIT:
                 continue
             md = self.commit_metadata(instant)
             for partition, ids in md.partition_to_replace_file_ids.items():
-                replaced.update(FileGroupId(partition, fid) for fid in ids)
-        return replaced
+                for fid in ids:
+                    out.setdefault(FileGroupId(partition, fid), instant.time)
+        return out
 
     def file_groups(self, as_of: str | None = None) -> dict[FileGroupId, FileGroup]:
         """Every file group with its visible slices as of ``as_of``, replaced groups included."""
         if as_of is not None:
             check_time(as_of)
         return build_file_groups(
-            self._listing(),
+            self.data_files(),
             self.timeline,
             table_version=self.config.table_version,
             as_of=as_of,
@@ -367,11 +373,6 @@ class Table:
         bounds = np.cumsum([0, *(len(k) for k in step_keys)])
         seen = np.zeros(int(bounds[-1]), dtype=np.bool_)
 
-        def merge(base: pa.Table | None, parts: list[MergeInput]) -> pa.Table:
-            return merge_selection(
-                base, parts, mode=rules.mode, key_fields=rules.key_fields, ordering_field=rules.ordering_field
-            ).materialize()
-
         for group in base.row_groups() if base is not None else ():
             keys = record_keys(group, rules.key_fields)
             parts = []
@@ -385,7 +386,7 @@ class Table:
                         part = hit[bounds[j] : bounds[j + 1]]
                         if part.any():
                             parts.append(_restrict(step, part))
-            out = merge(group, parts) if parts else drop_deleted_rows(group)
+            out = _merge(group, parts, rules) if parts else drop_deleted_rows(group)
             del group, keys, parts  # not held while the consumer encodes ``out``
             stream.base_kept += out.num_rows
             yield out
@@ -395,7 +396,7 @@ class Table:
             if not seen[bounds[j] : bounds[j + 1]].all()
         ]
         if any(p.data is not None and p.data.num_rows for p in rest):
-            yield merge(None, rest)
+            yield _merge(None, rest, rules)
 
     def _read_slice(
         self,
@@ -434,13 +435,11 @@ class Table:
             base = pending_base.result()
         scan_ms = int((time.monotonic() - started) * 1000)
         steps, log_keys, log_records = _log_steps(scan, schema, rules)
-        selection = None
+        merged = None
         if base is not None or any(s.data is not None for s in steps):
-            selection = merge_selection(
-                base, steps, mode=rules.mode, key_fields=rules.key_fields, ordering_field=rules.ordering_field
-            )
+            merged = _merge(base, steps, rules)
         return SliceMerge(
-            None if selection is None else selection.materialize(),
+            merged,
             base_records=base.num_rows if base is not None else 0,
             log_records=log_records,
             log_keys=log_keys,
@@ -558,6 +557,12 @@ class Table:
                 raise HoodieError(f"unknown column(s) {missing}; the table has {result.column_names}")
             result = result.select(list(columns))
         return result
+
+
+def _merge(base: pa.Table | None, steps: Sequence[MergeInput], rules: MergeRules) -> pa.Table:
+    return merge_records(
+        base, steps, mode=rules.mode, key_fields=rules.key_fields, ordering_field=rules.ordering_field
+    )
 
 
 def _log_steps(

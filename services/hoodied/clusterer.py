@@ -15,7 +15,6 @@ the claim's next holder, who rolls it back before running it.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,14 +31,10 @@ from hoodie.clustering.execute import (
 from hoodie.lock import LockProvider
 from hoodie.storage import Storage
 from hoodie.write.base_file import ParquetOptions
-from hoodie.write.rollback import rollback_unfinished
-from hoodied.errors import JobFailed
-from hoodied.jobs import job_group, run_tasks, task_error, write_token
+from hoodied.jobs import run_service_tasks, write_token
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -68,19 +63,10 @@ def run_clustering_job(
     """
     started = time.monotonic()
     prepared = prepare_clustering(storage, lock, instant_time, parquet=parquet)
-    T = prepared.instant.time
-    try:
-        results = run_tasks(
-            spark, job_group("clustering", T), f"clustering {T} of {storage.uri}", prepared.tasks, _spark_task
-        )
-    except Exception as e:  # Py4JJavaError carries the Python traceback of the failed task
-        reason = task_error(e)
-        logger.error("clustering %s of %s failed in a task: %s", T, storage.uri, reason)
-        if fence is not None:
-            fence()  # only the claim holder may clean up
-        groups: list[tuple[str, str | None]] = [(p, None) for p in prepared.partitions]
-        rollback_unfinished(storage, lock, prepared.instant, groups)
-        raise JobFailed(f"clustering {T} of {storage.uri} failed (rolled back to requested): {reason}") from e
+    groups: list[tuple[str, str | None]] = [(p, None) for p in prepared.partitions]
+    results = run_service_tasks(
+        spark, storage, lock, "clustering", prepared.instant, prepared.tasks, _spark_task, groups, fence
+    )
     result = commit_clustering(storage, lock, prepared, results, fence=fence)
     rolled = len(prepared.rolled_back.deleted) if prepared.rolled_back else 0
     return ClusteringJobResult(result, time.monotonic() - started, rolled)

@@ -13,7 +13,6 @@ holder, who rolls it back before running it.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,14 +29,10 @@ from hoodie.compaction.execute import (
 from hoodie.lock import LockProvider
 from hoodie.storage import Storage
 from hoodie.write.base_file import ParquetOptions
-from hoodie.write.rollback import rollback_unfinished
-from hoodied.errors import JobFailed
-from hoodied.jobs import job_group, run_tasks, task_error, write_token
+from hoodied.jobs import run_service_tasks, write_token
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -66,21 +61,12 @@ def run_compaction_job(
     """
     started = time.monotonic()
     prepared = prepare_compaction(storage, lock, instant_time, parquet=parquet)
-    T = prepared.instant.time
-    try:
-        results = run_tasks(
-            spark, job_group("compaction", T), f"compaction {T} of {storage.uri}", prepared.tasks, _spark_task
-        )
-    except Exception as e:  # Py4JJavaError carries the Python traceback of the failed task
-        reason = task_error(e)
-        logger.error("compaction %s of %s failed in a task: %s", T, storage.uri, reason)
-        if fence is not None:
-            fence()  # only the claim holder may clean up
-        groups: list[tuple[str, str | None]] = [
-            (op.partition_path, op.file_id) for op in prepared.plan.operations
-        ]
-        rollback_unfinished(storage, lock, prepared.instant, groups)
-        raise JobFailed(f"compaction {T} of {storage.uri} failed (rolled back to requested): {reason}") from e
+    groups: list[tuple[str, str | None]] = [
+        (op.partition_path, op.file_id) for op in prepared.plan.operations
+    ]
+    results = run_service_tasks(
+        spark, storage, lock, "compaction", prepared.instant, prepared.tasks, _spark_task, groups, fence
+    )
     result = commit_compaction(storage, lock, prepared, results, fence=fence)
     rolled = len(prepared.rolled_back.deleted) if prepared.rolled_back else 0
     return CompactionJobResult(result, time.monotonic() - started, rolled)

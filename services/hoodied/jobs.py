@@ -8,13 +8,21 @@ Hudi's: a retried or speculative attempt writes files of its own, which the driv
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from hoodie.errors import HoodieError
+from hoodie.lock import LockProvider
+from hoodie.storage import Storage
+from hoodie.timeline.instant import Instant
+from hoodie.write.rollback import rollback_unfinished
+from hoodied.errors import JobFailed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -49,6 +57,33 @@ def run_tasks(
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
 
+def run_service_tasks(
+    spark: SparkSession,
+    storage: Storage,
+    lock: LockProvider,
+    service: str,
+    instant: Instant,
+    tasks: Sequence[_T],
+    fn: Callable[[_T], _R],
+    groups: Iterable[tuple[str, str | None]],
+    fence: Callable[[], None] | None = None,
+) -> list[_R]:
+    """:func:`run_tasks` for a table service's pending ``instant`` (compaction, clustering): a failed task is
+    a definite failure, so the attempt's files in ``groups`` are rolled back, the instant goes back to
+    requested, and :class:`~hoodied.errors.JobFailed` says why. Only the claim holder cleans up: ``fence``
+    re-checks the claim first."""
+    T = instant.time
+    try:
+        return run_tasks(spark, job_group(service, T), f"{service} {T} of {storage.uri}", tasks, fn)
+    except Exception as e:  # Py4JJavaError carries the Python traceback of the failed task
+        reason = task_error(e)
+        logger.error("%s %s of %s failed in a task: %s", service, T, storage.uri, reason)
+        if fence is not None:
+            fence()
+        rollback_unfinished(storage, lock, instant, groups)
+        raise JobFailed(f"{service} {T} of {storage.uri} failed (rolled back to requested): {reason}") from e
+
+
 def task_error(e: BaseException) -> str:
     """The line of a failed job's error that says what went wrong (Py4J wraps the task's Python traceback)."""
     text = str(e)
@@ -61,4 +96,4 @@ def task_error(e: BaseException) -> str:
     return text.splitlines()[0][:500] if text else type(e).__name__
 
 
-__all__ = ["job_group", "run_tasks", "task_error", "write_token"]
+__all__ = ["job_group", "run_service_tasks", "run_tasks", "task_error", "write_token"]

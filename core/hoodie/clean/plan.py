@@ -50,7 +50,6 @@ from hoodie.timeline.instant import (
     CLUSTERING,
     COMPACTION,
     LOG_COMPACTION,
-    REPLACE_COMMIT,
     SAVEPOINT,
     WRITE_ACTIONS,
     Instant,
@@ -263,19 +262,6 @@ def savepointed_files(table: Table) -> set[str]:
     return out
 
 
-def _replace_times(table: Table) -> dict[FileGroupId, str]:
-    """Each replaced file group with the time of the completed replacecommit that replaced it."""
-    out: dict[FileGroupId, str] = {}
-    for instant in table.timeline.completed_writes():
-        if instant.action != REPLACE_COMMIT:
-            continue
-        md = table.commit_metadata(instant)
-        for partition, ids in md.partition_to_replace_file_ids.items():
-            for fid in ids:
-                out.setdefault(FileGroupId(partition, fid), instant.time)
-    return out
-
-
 def _slice_files(s: FileSlice) -> list[tuple[str, int]]:
     """(``partition/name``, size) of a slice's files."""
     p = s.group.partition_path
@@ -300,7 +286,7 @@ def plan_clean(table: Table, config: CleanConfig, now: dt.datetime) -> CleanPlan
         return CleanPlanResult(None, _retain_all_reason(config, len(writes)))
     protected = _protected_slices(table)
     saved = savepointed_files(table)
-    replace_times = _replace_times(table)
+    replace_times = table.replace_times()
     groups = table.file_groups()
 
     to_delete: dict[str, list[tuple[str, int]]] = {}

@@ -36,13 +36,19 @@ PARTITION_METAFILE = ".hoodie_partition_metadata"
 
 @dataclass(frozen=True, slots=True)
 class DataFile:
-    """A data file found in a listing: its partition, parsed name and size."""
+    """A data file found in a listing: its partition, parsed name, size and modification time."""
 
     partition_path: str
     name: str
     size: int
     base: BaseFile | None
     log: LogFile | None
+    mtime_ns: int | None = None
+
+    @property
+    def path(self) -> str:
+        """Its path relative to the base path."""
+        return f"{self.partition_path}/{self.name}" if self.partition_path else self.name
 
 
 def classify_listing(files: Iterable[FileInfo], base_extension: str = "parquet") -> list[DataFile]:
@@ -70,11 +76,11 @@ def classify_listing(files: Iterable[FileInfo], base_extension: str = "parquet")
                 continue
             if log.is_cdc:
                 continue
-            out.append(DataFile(parent, name, f.size, None, log))
+            out.append(DataFile(parent, name, f.size, None, log, f.mtime_ns))
             continue
         base = BaseFile.try_parse(name)
         if base is not None and base.extension == base_extension:
-            out.append(DataFile(parent, name, f.size, base, None))
+            out.append(DataFile(parent, name, f.size, base, None, f.mtime_ns))
     return out
 
 

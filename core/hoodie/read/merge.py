@@ -17,7 +17,7 @@ log order it is the same as merging the versions one by one, which is what Hudi'
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,50 +66,6 @@ def record_keys(table: pa.Table, key_fields: Sequence[str]) -> pa.Array:
     return pc.binary_join_element_wise(*parts, "").combine_chunks()
 
 
-@dataclass(frozen=True)
-class Selection:
-    """Merged records not yet gathered: the rows ``rows`` (in output order) of ``data`` (the base rows and
-    log batches concatenated), or every row of ``data`` when ``rows`` is ``None``.
-
-    Writers gather it a row group at a time (:meth:`take`), so the merged slice never exists as one more
-    full copy next to its inputs."""
-
-    data: pa.Table
-    rows: pa.Array | None = None
-
-    @property
-    def num_rows(self) -> int:
-        return self.data.num_rows if self.rows is None else len(self.rows)
-
-    def column(self, name: str) -> pa.Array:
-        col = self.data.column(name)
-        return col.combine_chunks() if self.rows is None else col.take(self.rows).combine_chunks()
-
-    def take(self, start: int, length: int) -> pa.Table:
-        """Rows ``start`` to ``start + length`` of the merged records."""
-        if self.rows is None:
-            return self.data.slice(start, length)
-        return self.data.take(self.rows.slice(start, length))
-
-    def materialize(self) -> pa.Table:
-        return self.data if self.rows is None else self.data.take(self.rows)
-
-    def map_data(self, fn: Callable[[pa.Table], pa.Table]) -> Selection:
-        """The same selection over ``fn(data)`` (a row-preserving change: casts, column order)."""
-        return Selection(fn(self.data), self.rows)
-
-    def without_deleted(self) -> Selection:
-        """Drop rows with ``_hoodie_is_deleted`` set (Hudi's soft deletes)."""
-        if IS_DELETED not in self.data.column_names:
-            return self
-        flag = self.data.column(IS_DELETED)
-        if not pa.types.is_boolean(flag.type) or not pc.any(flag).as_py():
-            return self
-        keep = pc.invert(pc.fill_null(self.column(IS_DELETED), False))
-        rows = self.rows if self.rows is not None else pa.array(np.arange(self.data.num_rows, dtype=np.int64))
-        return Selection(self.data, rows.filter(keep))
-
-
 def _is_default_ordering(values: pa.Array) -> pa.Array:
     """True where a delete's ordering value is absent (null) or Hudi's default 0."""
     nulls = pc.is_null(values)
@@ -131,26 +87,12 @@ def merge_records(
     Returns rows in the unified schema of the inputs (``pa.concat_tables`` with permissive promotion: columns
     missing from a batch come back null). Rows keep base-file order for keys that were not updated.
     """
-    selection = merge_selection(base, log, mode=mode, key_fields=key_fields, ordering_field=ordering_field)
-    return selection.materialize()
-
-
-def merge_selection(
-    base: pa.Table | None,
-    log: Sequence[MergeInput],
-    *,
-    mode: RecordMergeMode,
-    key_fields: Sequence[str] = (),
-    ordering_field: str | None = None,
-) -> Selection:
-    """:func:`merge_records` without gathering the rows: which rows of the inputs survive, in what order
-    (soft-deleted rows already dropped)."""
     data_parts = ([base] if base is not None else []) + [m.data for m in log if m.data is not None]
     has_deletes = any(m.deletes is not None and len(m.deletes.keys) for m in log)
     if not data_parts:
         raise ValueError("nothing to merge: no base file and no data blocks")
     if len(data_parts) == 1 and not has_deletes and base is not None:
-        return Selection(base).without_deleted()
+        return drop_deleted_rows(base)
 
     data = (
         pa.concat_tables(data_parts, promote_options="permissive") if len(data_parts) > 1 else data_parts[0]
@@ -273,7 +215,7 @@ def merge_selection(
     all_firsts = pa.concat_arrays([pa.array(untouched), firsts.combine_chunks().cast(pa.int64())])
     all_rows = pa.concat_arrays([pa.array(untouched), win.column("idx").combine_chunks().cast(pa.int64())])
     rows = pc.drop_null(all_rows.take(pc.sort_indices(all_firsts)))
-    return Selection(data, rows).without_deleted()
+    return drop_deleted_rows(data.take(rows))
 
 
 def drop_deleted_rows(t: pa.Table) -> pa.Table:

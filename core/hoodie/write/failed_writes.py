@@ -29,7 +29,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hoodie.errors import HoodieError
-from hoodie.file_group.base_file import BaseFile
 from hoodie.lock import LockProvider, held
 from hoodie.log.block import BlockType, iter_blocks
 from hoodie.log.log_file import LogFile
@@ -156,15 +155,6 @@ class FailedWriteRollback:
     command_blocks: tuple[str, ...]
 
 
-def _partitions(storage: Storage) -> list[str]:
-    """Every folder below the base path that may hold data files ('' for the base path itself)."""
-    out = [""]
-    for info in storage.list("", recursive=True):
-        if info.is_dir and not any(part.startswith(".") for part in info.path.split("/")):
-            out.append(info.path)
-    return out
-
-
 def _files_of_failed_write(
     storage: Storage, table: Table, instant: Instant
 ) -> tuple[list[str], dict[str, str]]:
@@ -182,23 +172,16 @@ def _files_of_failed_write(
     requested_ns = None
     with contextlib.suppress(KeyError, OSError, HoodieError):
         requested_ns = storage.info(table.timeline.file_of(W, State.REQUESTED)).mtime_ns
-    for partition in _partitions(storage):
-        for info in storage.list(partition):
-            if info.is_dir:
-                continue
-            path = info.path
-            base = BaseFile.try_parse(info.name)
-            if base is not None and base.instant_time == W:
-                delete.add(path)
-                continue
-            log = LogFile.try_parse(info.name) if info.name.startswith(".") else None
-            if log is None or log.is_cdc:
-                continue
+    for f in table.data_files():
+        if f.base is not None:
+            if f.base.instant_time == W:
+                delete.add(f.path)
+        elif f.log is not None:
             if version >= 8:
-                if log.instant == W:
-                    delete.add(path)
-            elif requested_ns is not None and (info.mtime_ns or 0) >= requested_ns - 2_000_000_000:
-                appended.add(path)  # written after the write began: it may hold the write's blocks
+                if f.log.instant == W:
+                    delete.add(f.path)
+            elif requested_ns is not None and (f.mtime_ns or 0) >= requested_ns - 2_000_000_000:
+                appended.add(f.path)  # written after the write began: it may hold the write's blocks
     void: dict[str, str] = {}
     for path in sorted(appended):
         if not storage.exists(path):
