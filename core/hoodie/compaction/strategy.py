@@ -3,7 +3,7 @@
 A strategy decides which file slices a compaction plan compacts. As in Hudi's ``CompactionStrategy``:
 
 1. :meth:`CompactionConfig.filter_partitions` narrows the table's partitions (``DayBased``: the latest
-   ``hoodie.compaction.daybased.target.partitions`` dates; ``PartitionRegex`` and any strategy with
+   ``hoodie.compaction.daybased.target.partitions`` dates; ``PartitionRegexBased`` and any strategy with
    ``hoodie.compaction.partition.path.regex`` set: the partitions the regex finds).
 2. Every eligible slice becomes an operation with :func:`capture_metrics` (sizes in whole MB, as Hudi's
    ``FSUtils.getSizeInMB``: bytes // 2**20).
@@ -17,7 +17,7 @@ A strategy decides which file slices a compaction plan compacts. As in Hudi's ``
      ``hoodie.compaction.target.io`` (the operation that crosses the bound is still taken);
    - ``DayBased``: by partition date, newest first (partitions ``yyyy/MM/dd``, Hive-style names allowed),
      then BoundedIO's cap;
-   - ``UnBounded`` and ``PartitionRegex``: every operation.
+   - ``UnBounded`` and ``PartitionRegexBased``: every operation.
 
 Strategies are named by Hudi's class name (``org.apache.hudi.table.action.compact.strategy.X``), its simple
 name ``X`` or the short name without ``CompactionStrategy``; anything else is refused naming the key.
@@ -69,7 +69,7 @@ class Strategy(StrEnum):
     BOUNDED_IO = "BoundedIO"
     DAY_BASED = "DayBased"
     UNBOUNDED = "UnBounded"
-    PARTITION_REGEX = "PartitionRegex"
+    PARTITION_REGEX = "PartitionRegexBased"
 
     @property
     def class_name(self) -> str:
@@ -89,12 +89,16 @@ class Strategy(StrEnum):
                 + ", ".join(s.value for s in cls)
             )
         short = simple.lower().removesuffix("compactionstrategy")
+        short = _ALIASES.get(short, short)
         for s in cls:
             if s.value.lower() == short:
                 return s
         known = ", ".join(s.value for s in cls)
         raise InvalidWriteConfig(f"{STRATEGY}={name!r}: not a compaction strategy hoodied has ({known})")
 
+
+# Short names hoodied accepted before it spelt them as Hudi's classes do.
+_ALIASES = {"partitionregex": "partitionregexbased"}
 
 DEFAULT_STRATEGY = Strategy.LOG_FILE_SIZE_BASED
 

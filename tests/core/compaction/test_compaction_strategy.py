@@ -92,8 +92,13 @@ SHORT_NAMES = {
     Strategy.BOUNDED_IO: "BoundedIO",
     Strategy.DAY_BASED: "DayBased",
     Strategy.UNBOUNDED: "UnBounded",
-    Strategy.PARTITION_REGEX: "PartitionRegex",
+    Strategy.PARTITION_REGEX: "PartitionRegexBased",
 }
+
+
+def test_the_short_partition_regex_name_is_still_accepted() -> None:
+    assert Strategy.parse("PartitionRegex") is Strategy.PARTITION_REGEX
+    assert Strategy.PARTITION_REGEX.class_name == f"{PACKAGE}PartitionRegexBasedCompactionStrategy"
 
 
 def test_every_strategy_has_a_short_name_here() -> None:
@@ -291,7 +296,7 @@ def test_from_config_refuses_out_of_range_values_naming_key_and_value(key: str, 
     "config",
     [
         {STRATEGY: "PartitionRegex"},
-        {STRATEGY: f"{PACKAGE}PartitionRegexCompactionStrategy", REGEX: ""},
+        {STRATEGY: f"{PACKAGE}PartitionRegexBasedCompactionStrategy", REGEX: ""},
     ],
 )
 def test_partition_regex_strategy_needs_a_regex(config: dict[str, str]) -> None:
