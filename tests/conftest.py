@@ -257,3 +257,23 @@ def table_copy(tmp_path: Path, fixture_cache: FixtureCache) -> Callable[[Fixture
 def hudi_oracle(tmp_path_factory: pytest.TempPathFactory) -> HudiOracle:
     """hudi-rs, run in child processes, answers cached for the session."""
     return HudiOracle(tmp_path_factory.mktemp("hudi_oracle"))
+
+
+# -- ZooKeeper ---------------------------------------------------------------------------------------------
+# (imported here rather than at the top so that the section stays in one piece; see tests/zk_server.py)
+
+from collections.abc import Iterator  # noqa: E402
+
+from zk_server import ZooKeeperServer, zookeeper_available  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """A real ZooKeeper server on 127.0.0.1 for the whole session; skips where java or its jars are absent."""
+    missing = zookeeper_available()
+    if missing:
+        pytest.skip(missing)
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    yield server
+    server.stop()

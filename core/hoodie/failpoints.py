@@ -3,6 +3,7 @@
 ``HOODIE_FAILPOINTS`` lists the active points, comma-separated. When execution reaches an active point the
 process named by ``HOODIE_FAILPOINT_PID`` (default: this one) is killed with SIGKILL, at once and without
 clean-up. Points in Spark tasks name the driver's pid so that the whole job dies, as when a pod is lost.
+A point written ``name=sleep:SECONDS`` pauses there instead (a slow step, for tests that act mid-job).
 With the variable unset (always, in production), :func:`failpoint` costs one dictionary look-up.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
 
 ENV = "HOODIE_FAILPOINTS"
 PID_ENV = "HOODIE_FAILPOINT_PID"
@@ -18,14 +20,28 @@ PID_ENV = "HOODIE_FAILPOINT_PID"
 logger = logging.getLogger(__name__)
 
 
-def active() -> frozenset[str]:
+def active() -> dict[str, str]:
+    """The active points and their actions (``kill``, or ``sleep:SECONDS``)."""
     raw = os.environ.get(ENV, "")
-    return frozenset(p.strip() for p in raw.split(",") if p.strip())
+    out: dict[str, str] = {}
+    for entry in raw.split(","):
+        name, _, action = entry.strip().partition("=")
+        if name:
+            out[name] = action.strip() or "kill"
+    return out
 
 
 def failpoint(name: str) -> None:
-    """Kill the process here when ``name`` is active."""
-    if ENV not in os.environ or name not in active():
+    """Kill the process here (or pause) when ``name`` is active."""
+    if ENV not in os.environ:
+        return
+    action = active().get(name)
+    if action is None:
+        return
+    if action.startswith("sleep:"):
+        seconds = float(action.removeprefix("sleep:"))
+        logger.warning("failpoint %s: sleeping %.1f s", name, seconds)
+        time.sleep(seconds)
         return
     target = int(os.environ.get(PID_ENV) or os.getpid())
     logger.warning("failpoint %s: killing process %d", name, target)

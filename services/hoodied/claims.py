@@ -90,7 +90,7 @@ class LocalClaim:
             return {"unreadable": data[:80].decode("utf-8", "replace")}
         return value if isinstance(value, dict) else {"unreadable": str(value)[:80]}
 
-    def _abandoned(self, holder: dict[str, object]) -> bool:
+    def is_abandoned(self, holder: dict[str, object]) -> bool:
         if holder.get("host") != socket.gethostname():
             return False
         pid = holder.get("pid")
@@ -108,7 +108,7 @@ class LocalClaim:
                 holder = self.holder()
                 if holder is None:
                     continue
-                if self._abandoned(holder):
+                if self.is_abandoned(holder):
                     logger.warning("taking over the claim %s from a finished process: %s", self._path, holder)
                     self._storage.delete(self._path)
                     continue

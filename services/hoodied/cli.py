@@ -1,5 +1,7 @@
 """The ``hoodied`` command line.
 
+    hoodied run --config FILE [--once]
+    hoodied status --config FILE [--json]
     hoodied read PATH --out FILE.parquet [--as-of T] [--read-optimized]
     hoodied timeline PATH
     hoodied fsview PATH [--as-of T]
@@ -341,9 +343,34 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    from hoodied.daemon import main_run
+
+    return main_run(args.config, once=args.once)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from hoodied.config import DaemonConfig
+    from hoodied.daemon import format_status, status_json, status_report
+
+    report = status_report(DaemonConfig.load(args.config))
+    print(status_json(report) if args.json else format_status(report))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hoodied", description="Table services for Apache Hudi tables.")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run the daemon: keep the configured tables maintained")
+    p.add_argument("--config", required=True, help="the daemon's YAML configuration")
+    p.add_argument("--once", action="store_true", help="one poll, run what it found, then exit")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("status", help="pending instants, claim holders and last results of every table")
+    p.add_argument("--config", required=True, help="the daemon's YAML configuration")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_status)
 
     p = sub.add_parser("read", help="query a table and write the result to a Parquet file")
     p.add_argument("path", help="table base path or URI")

@@ -1,0 +1,589 @@
+"""The daemon's configuration: one YAML file, read and validated once at start-up.
+
+Every key, its default and its meaning (the README's configuration reference is this list)::
+
+    replica: NAME                 # this replica's name in claims, logs and metrics (default: host name)
+    poll_interval: 30s            # how often each table's timeline is polled (seconds, or 500ms, 30s, 5m, 1h)
+    poll_jitter: 0.1              # each poll starts up to this fraction of the interval late (spreads out)
+    reschedule_interval: 5m       # scheduling is re-evaluated this often even when nothing changed
+    zookeeper:                    # absent: embedded mode (one replica, file-system lock, local tables only)
+      connect: host:2181[,host:2181][/chroot]
+      base_path: /hoodied         # claims live under <base_path>/claims
+      session_timeout: 30s        # the claims' heartbeat: a dead replica's claims vanish after this
+      connection_timeout: 15s
+      auth: [{scheme: digest, credential: "user:password"}]
+      acl: open                   # open | creator (only the authenticated identity may touch our nodes)
+      lock_base_path: /hudi/locks # Hudi's hoodie.write.lock.zookeeper.base_path, unless a table sets it
+    spark:
+      master: local[*]
+      conf: {spark.executor.memory: 4g}
+      max_concurrent_jobs: 2      # jobs running at once in this replica
+      fair_pools: true            # spark.scheduler.mode=FAIR, one pool per action
+    metrics:
+      host: 0.0.0.0               # /metrics, /healthz, /readyz, /status
+      port: 9464                  # 0: a free port (logged); null: no HTTP server
+    logging:
+      level: INFO
+      format: text                # text | json
+    jobs:
+      max_attempts: 5             # a failing instant is retried this often, then given up until restart
+      backoff: 30s                # first retry delay, doubling per failure ...
+      backoff_max: 30m            # ... up to this
+      takeover_grace: 30s         # an inflight instant nobody claims is taken over after this long
+      shutdown_grace: 2m          # on SIGTERM, running jobs get this long before they are cancelled
+      lock_timeout: 60s           # table-lock acquire wait (Hudi's default)
+    defaults:                     # table settings every table starts from
+      services: [compaction, clustering, clean, indexing]   # which pending instants hoodied runs
+      schedule: []                # which services hoodied also plans (Hudi's strategies and triggers)
+      hoodie: {}                  # hoodie.* settings: strategies, triggers, retention, sort columns ...
+      storage_options: {}         # options of the table's file system (object-store credentials ...)
+    tables:
+      - path: /data/orders        # a table's base path or URI
+        name: orders              # label in metrics and logs (default: the last path segment)
+        services / schedule / hoodie / storage_options: as in defaults (hoodie and storage_options merge)
+    discover:
+      - root: /data/warehouse     # every folder holding .hoodie/hoodie.properties below root
+        max_depth: 3
+        exclude: ["^tmp_"]        # regular expressions on the path relative to root
+        services / schedule / hoodie / storage_options: as in defaults
+
+A bad key or value is a :class:`ConfigError` that names it (``tables[2].schedule[0]: 'compact' is not a
+service (compaction, clustering, clean, indexing)``). The ``hoodie.*`` settings are parsed with the same code
+the services run on, so a bad strategy or retention fails at start-up, not at the first job.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from hoodie.errors import HoodieError
+from hoodied.errors import ServiceError
+
+SERVICES = ("compaction", "clustering", "clean", "indexing")
+SCHEDULABLE = ("compaction", "clustering", "clean")
+
+_T = TypeVar("_T")
+
+
+class ConfigError(ServiceError):
+    """The daemon's configuration file is wrong; the message names the key and the value."""
+
+
+# -- values -------------------------------------------------------------------------------------------------
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(value: object, where: str) -> float:
+    """Seconds from a number or a string such as ``500ms``, ``30s``, ``5m``, ``1h``."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}: {value!r} is not a duration (seconds, or e.g. 30s, 5m)")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and (m := _DURATION.match(value)):
+        seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    else:
+        raise ConfigError(f"{where}: {value!r} is not a duration (seconds, or e.g. 30s, 5m)")
+    if seconds < 0:
+        raise ConfigError(f"{where}: {value!r} is negative")
+    return seconds
+
+
+class _Section:
+    """Reads one mapping of the file, remembering which keys were used, so unknown keys are errors."""
+
+    def __init__(self, raw: object, where: str) -> None:
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"{where or 'the file'}: expected a mapping, got {type(raw).__name__}")
+        self.raw: Mapping[str, Any] = raw
+        self.where = where
+        self.used: set[str] = set()
+
+    def path(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def get(self, key: str, default: _T, parse: Callable[[object, str], _T]) -> _T:
+        self.used.add(key)
+        if key not in self.raw or self.raw[key] is None:
+            return default
+        return parse(self.raw[key], self.path(key))
+
+    def section(self, key: str) -> _Section:
+        self.used.add(key)
+        return _Section(self.raw.get(key), self.path(key))
+
+    def has(self, key: str) -> bool:
+        return key in self.raw and self.raw[key] is not None
+
+    def done(self) -> None:
+        unknown = sorted(str(k) for k in self.raw if k not in self.used)
+        if unknown:
+            known = ", ".join(sorted(self.used))
+            raise ConfigError(f"{self.path(unknown[0])}: unknown key (expected one of: {known})")
+
+
+def _str(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _int(minimum: int) -> Callable[[object, str], int]:
+    def parse(value: object, where: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ConfigError(f"{where}: expected a whole number >= {minimum}, got {value!r}")
+        return value
+
+    return parse
+
+
+def _port(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
+        raise ConfigError(f"{where}: expected a port number (0-65535), got {value!r}")
+    return value
+
+
+def _fraction(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ConfigError(f"{where}: expected a fraction between 0 and 1, got {value!r}")
+    return float(value)
+
+
+def _bool(value: object, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    return value
+
+
+def _choice(*choices: str) -> Callable[[object, str], str]:
+    def parse(value: object, where: str) -> str:
+        text = str(value).strip()
+        for c in choices:
+            if text.lower() == c.lower():
+                return c
+        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
+
+    return parse
+
+
+def _string_map(value: object, where: str) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: expected a mapping of settings, got {type(value).__name__}")
+    out: dict[str, str] = {}
+    for k, v in value.items():
+        if not isinstance(k, str) or not k:
+            raise ConfigError(f"{where}: {k!r} is not a setting name")
+        if isinstance(v, Mapping | list):
+            raise ConfigError(f"{where}.{k}: expected a single value, got {type(v).__name__}")
+        out[k] = "true" if v is True else "false" if v is False else str(v)
+    return out
+
+
+def _services(value: object, where: str) -> tuple[str, ...]:
+    return _names(value, where, SERVICES)
+
+
+def _schedulable(value: object, where: str) -> tuple[str, ...]:
+    return _names(value, where, SCHEDULABLE)
+
+
+def _names(value: object, where: str, allowed: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [v for v in value.split(",") if v.strip()]
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: expected a list, got {value!r}")
+    out: list[str] = []
+    for i, item in enumerate(value):
+        name = str(item).strip().lower()
+        if name not in allowed:
+            raise ConfigError(f"{where}[{i}]: {item!r} is not one of {', '.join(allowed)}")
+        if name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+def _regexes(value: object, where: str) -> tuple[re.Pattern[str], ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: expected a list of regular expressions, got {value!r}")
+    out = []
+    for i, item in enumerate(value):
+        try:
+            out.append(re.compile(str(item)))
+        except re.error as e:
+            raise ConfigError(f"{where}[{i}]: {item!r} is not a regular expression: {e}") from None
+    return tuple(out)
+
+
+# -- sections -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ZooKeeperSettings:
+    connect: str
+    base_path: str = "/hoodied"
+    session_timeout: float = 30.0
+    connection_timeout: float = 15.0
+    auth: tuple[tuple[str, str], ...] = ()
+    acl: str = "open"
+    lock_base_path: str = "/hudi/locks"
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = "local[*]"
+    conf: Mapping[str, str] = field(default_factory=dict)
+    max_concurrent_jobs: int = 2
+    fair_pools: bool = True
+
+
+@dataclass(frozen=True)
+class MetricsSettings:
+    host: str = "0.0.0.0"
+    port: int | None = 9464
+
+
+@dataclass(frozen=True)
+class LoggingSettings:
+    level: str = "INFO"
+    format: str = "text"
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    max_attempts: int = 5
+    backoff: float = 30.0
+    backoff_max: float = 1800.0
+    takeover_grace: float = 30.0
+    shutdown_grace: float = 120.0
+    lock_timeout: float = 60.0
+
+    def retry_delay(self, failures: int) -> float:
+        """Seconds to wait after the ``failures``-th failure of an instant."""
+        return float(min(self.backoff_max, self.backoff * 2 ** max(0, failures - 1)))
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """What hoodied does for one table (or for every table a discovery root finds)."""
+
+    services: tuple[str, ...] = SERVICES
+    schedule: tuple[str, ...] = ()
+    hoodie: Mapping[str, str] = field(default_factory=dict)
+    storage_options: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    path: str
+    name: str | None
+    settings: TableSettings
+
+
+@dataclass(frozen=True)
+class DiscoveryRoot:
+    root: str
+    max_depth: int
+    exclude: tuple[re.Pattern[str], ...]
+    settings: TableSettings
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    """The whole configuration (see the module docstring for every key)."""
+
+    replica: str = field(default_factory=socket.gethostname)
+    poll_interval: float = 30.0
+    poll_jitter: float = 0.1
+    reschedule_interval: float = 300.0
+    zookeeper: ZooKeeperSettings | None = None
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    logging: LoggingSettings = field(default_factory=LoggingSettings)
+    jobs: JobSettings = field(default_factory=JobSettings)
+    tables: tuple[TableEntry, ...] = ()
+    discover: tuple[DiscoveryRoot, ...] = ()
+    source: str = "<defaults>"
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> DaemonConfig:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"cannot read the configuration {path}: {e.strerror or e}") from None
+        return cls.parse(text, source=str(path))
+
+    @classmethod
+    def parse(cls, text: str, source: str = "<config>") -> DaemonConfig:
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{source}: not valid YAML: {e}") from None
+        try:
+            return _parse(raw, source)
+        except ConfigError as e:
+            raise ConfigError(f"{source}: {e}") from None
+
+    @property
+    def embedded(self) -> bool:
+        return self.zookeeper is None
+
+
+def _parse(raw: object, source: str) -> DaemonConfig:
+    top = _Section(raw, "")
+    replica = top.get("replica", socket.gethostname(), _str)
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", replica):
+        raise ConfigError(f"replica: {replica!r} may hold only letters, digits, '.', '_' and '-'")
+    poll_interval = top.get("poll_interval", 30.0, parse_duration)
+    if poll_interval < 0.1:
+        raise ConfigError(f"poll_interval: {poll_interval} s is below 100ms")
+    config = DaemonConfig(
+        replica=replica,
+        poll_interval=poll_interval,
+        poll_jitter=top.get("poll_jitter", 0.1, _fraction),
+        reschedule_interval=top.get("reschedule_interval", 300.0, parse_duration),
+        zookeeper=_zookeeper(top.section("zookeeper")) if top.has("zookeeper") else None,
+        spark=_spark(top.section("spark")),
+        metrics=_metrics(top.section("metrics")),
+        logging=_logging(top.section("logging")),
+        jobs=_jobs(top.section("jobs")),
+        source=source,
+    )
+    top.used.add("zookeeper")
+    defaults_section = top.section("defaults")
+    defaults = _table_settings(defaults_section, TableSettings())
+    defaults_section.done()
+    tables = _tables(top.raw.get("tables"), defaults)
+    discover = _discover(top.raw.get("discover"), defaults)
+    top.used.update(("tables", "discover"))
+    top.done()
+    if not tables and not discover:
+        raise ConfigError("tables: no tables and no discovery roots: nothing to maintain")
+    if config.zookeeper is None:
+        for path in [t.path for t in tables] + [d.root for d in discover]:
+            if "://" in path and not path.startswith("file://"):
+                raise ConfigError(
+                    f"{path} is on an object store: its table lock needs ZooKeeper (set zookeeper.connect); "
+                    "embedded mode locks through the local file system"
+                )
+    names = [t.name for t in tables if t.name]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"tables: the name {dupes[0]!r} is given to more than one table")
+    return DaemonConfig(**{**config.__dict__, "tables": tuple(tables), "discover": tuple(discover)})
+
+
+def _zookeeper(s: _Section) -> ZooKeeperSettings:
+    connect = s.get("connect", "", _str)
+    if not connect:
+        raise ConfigError(f"{s.path('connect')}: required (host:port[,host:port][/chroot])")
+    auth_raw: object = s.get("auth", None, lambda v, w: v) or []
+    if not isinstance(auth_raw, list):
+        raise ConfigError(f"{s.path('auth')}: expected a list of {{scheme, credential}}")
+    auth = []
+    for i, item in enumerate(auth_raw):
+        a = _Section(item, f"{s.path('auth')}[{i}]")
+        auth.append((a.get("scheme", "", _str), a.get("credential", "", _str)))
+        a.done()
+        if not all(auth[-1]):
+            raise ConfigError(f"{a.where}: needs both scheme and credential")
+    out = ZooKeeperSettings(
+        connect=connect,
+        base_path=s.get("base_path", "/hoodied", _zpath),
+        session_timeout=s.get("session_timeout", 30.0, parse_duration),
+        connection_timeout=s.get("connection_timeout", 15.0, parse_duration),
+        auth=tuple(auth),
+        acl=s.get("acl", "open", _choice("open", "creator")),
+        lock_base_path=s.get("lock_base_path", "/hudi/locks", _zpath),
+    )
+    if out.acl == "creator" and not out.auth:
+        raise ConfigError(f"{s.path('acl')}: 'creator' needs auth (whose nodes would they be?)")
+    if out.session_timeout < 2:
+        raise ConfigError(
+            f"{s.path('session_timeout')}: {out.session_timeout} s is below ZooKeeper's minimum"
+        )
+    s.done()
+    return out
+
+
+def _zpath(value: object, where: str) -> str:
+    text = _str(value, where)
+    if not text.startswith("/") or (text.endswith("/") and text != "/") or "//" in text:
+        raise ConfigError(f"{where}: {text!r} is not an absolute ZooKeeper path")
+    return text
+
+
+def _spark(s: _Section) -> SparkSettings:
+    conf: dict[str, str] = s.get("conf", {}, _string_map)
+    for key in conf:
+        if not key.startswith("spark."):
+            raise ConfigError(f"{s.path('conf')}.{key}: only spark.* settings belong here")
+    out = SparkSettings(
+        master=s.get("master", "local[*]", _str),
+        conf=conf,
+        max_concurrent_jobs=s.get("max_concurrent_jobs", 2, _int(1)),
+        fair_pools=s.get("fair_pools", True, _bool),
+    )
+    s.done()
+    return out
+
+
+def _metrics(s: _Section) -> MetricsSettings:
+    port: int | None = 9464
+    if "port" in s.raw:
+        s.used.add("port")
+        port = None if s.raw["port"] is None else _port(s.raw["port"], s.path("port"))
+    out = MetricsSettings(host=s.get("host", "0.0.0.0", _str), port=port)
+    s.done()
+    return out
+
+
+def _logging(s: _Section) -> LoggingSettings:
+    out = LoggingSettings(
+        level=s.get("level", "INFO", _choice("DEBUG", "INFO", "WARNING", "ERROR")),
+        format=s.get("format", "text", _choice("text", "json")),
+    )
+    s.done()
+    return out
+
+
+def _jobs(s: _Section) -> JobSettings:
+    out = JobSettings(
+        max_attempts=s.get("max_attempts", 5, _int(1)),
+        backoff=s.get("backoff", 30.0, parse_duration),
+        backoff_max=s.get("backoff_max", 1800.0, parse_duration),
+        takeover_grace=s.get("takeover_grace", 30.0, parse_duration),
+        shutdown_grace=s.get("shutdown_grace", 120.0, parse_duration),
+        lock_timeout=s.get("lock_timeout", 60.0, parse_duration),
+    )
+    s.done()
+    return out
+
+
+def _table_settings(s: _Section, base: TableSettings) -> TableSettings:
+    hoodie: dict[str, str] = s.get("hoodie", {}, _string_map)
+    for key in hoodie:
+        if not key.startswith("hoodie."):
+            raise ConfigError(f"{s.path('hoodie')}.{key}: only hoodie.* settings belong here")
+    settings = TableSettings(
+        services=s.get("services", base.services, _services),
+        schedule=s.get("schedule", base.schedule, _schedulable),
+        hoodie={**base.hoodie, **hoodie},
+        storage_options={**base.storage_options, **s.get("storage_options", {}, _string_map)},
+    )
+    missing = [svc for svc in settings.schedule if svc not in settings.services]
+    if missing and not s.has("schedule"):  # inherited: schedule what this table runs
+        settings = TableSettings(
+            tuple(settings.services),
+            tuple(x for x in settings.schedule if x in settings.services),
+            settings.hoodie,
+            settings.storage_options,
+        )
+    elif missing:
+        raise ConfigError(f"{s.path('schedule')}: {missing[0]} is scheduled but not among the services run")
+    check_hoodie_settings(settings.hoodie, s.path("hoodie"))
+    return settings
+
+
+def check_hoodie_settings(settings: Mapping[str, str], where: str) -> None:
+    """Parse the services' ``hoodie.*`` settings now, so a bad one fails at start-up and names itself."""
+    from hoodie.clean.plan import CleanConfig
+    from hoodie.clustering.plan import ClusteringConfig
+    from hoodie.compaction.strategy import CompactionConfig
+    from hoodie.compaction.trigger import TriggerConfig
+    from hoodie.write.base_file import ParquetOptions
+    from hoodie.write.failed_writes import HeartbeatConfig
+
+    for parse in (
+        CompactionConfig.from_config,
+        TriggerConfig.from_config,
+        CleanConfig.from_config,
+        ClusteringConfig.from_config,
+        ParquetOptions.from_config,
+        HeartbeatConfig.from_config,
+    ):
+        try:
+            parse(settings)
+        except (HoodieError, ValueError) as e:
+            raise ConfigError(f"{where}: {e}") from None
+
+
+def _tables(raw: object, defaults: TableSettings) -> list[TableEntry]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ConfigError("tables: expected a list of {path: ...}")
+    out = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        s = _Section({"path": item} if isinstance(item, str) else item, f"tables[{i}]")
+        path = s.get("path", "", _str).rstrip("/")
+        if not path:
+            raise ConfigError(f"{s.path('path')}: required")
+        if path in seen:
+            raise ConfigError(f"{s.path('path')}: {path} is listed twice")
+        seen.add(path)
+        name = s.get("name", None, _label)
+        out.append(TableEntry(path, name, _table_settings(s, defaults)))
+        s.done()
+    return out
+
+
+def _label(value: object, where: str) -> str | None:
+    text = _str(value, where)
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", text):
+        raise ConfigError(f"{where}: {text!r} may hold only letters, digits, '.', '_' and '-'")
+    return text
+
+
+def _discover(raw: object, defaults: TableSettings) -> list[DiscoveryRoot]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ConfigError("discover: expected a list of {root: ...}")
+    out = []
+    for i, item in enumerate(raw):
+        s = _Section({"root": item} if isinstance(item, str) else item, f"discover[{i}]")
+        root = s.get("root", "", _str).rstrip("/")
+        if not root:
+            raise ConfigError(f"{s.path('root')}: required")
+        out.append(
+            DiscoveryRoot(
+                root=root,
+                max_depth=s.get("max_depth", 3, _int(1)),
+                exclude=s.get("exclude", (), _regexes),
+                settings=_table_settings(s, defaults),
+            )
+        )
+        s.done()
+    return out
+
+
+__all__ = [
+    "SCHEDULABLE",
+    "SERVICES",
+    "ConfigError",
+    "DaemonConfig",
+    "DiscoveryRoot",
+    "JobSettings",
+    "LoggingSettings",
+    "MetricsSettings",
+    "SparkSettings",
+    "TableEntry",
+    "TableSettings",
+    "ZooKeeperSettings",
+    "check_hoodie_settings",
+    "parse_duration",
+]

@@ -1,0 +1,225 @@
+"""How replicas share the work: claims on instants and the table lock, through ZooKeeper or embedded.
+
+:class:`ZooKeeperCoordination` (several replicas): one ephemeral claim node per (table, instant) at
+``<base_path>/claims/<table key>/<action>-<instant>`` holding the replica's identity; the ZooKeeper session
+is the heartbeat, so a dead replica's claims vanish after the session timeout. Scheduling on a table is
+claimed the same way (``schedule``), so two replicas never plan the same table at once. The table lock is a
+Curator ``InterProcessMutex``-compatible lock at Hudi's ``hoodie.write.lock.zookeeper.base_path/lock_key``
+(the table's own settings, else ``zookeeper.lock_base_path`` and the table name, as Hudi defaults
+``lock_key``), so hoodied and Hudi's writers exclude each other.
+
+:class:`EmbeddedCoordination` (one replica, no ZooKeeper): claims are the files of
+:class:`~hoodied.claims.LocalClaim` and the table lock is :class:`~hoodie.lock.FileSystemLock`, so a one-off
+``hoodied compact`` on the same machine and the daemon still exclude each other.
+
+Every table lock handed out is wrapped to observe how long acquiring it waited.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol, Self
+
+from hoodie.config import TableConfig
+from hoodie.lock import FileSystemLock, LockProvider
+from hoodie.storage import Storage
+from hoodied.claims import Claim, LocalClaim
+from hoodied.config import ZooKeeperSettings
+
+if TYPE_CHECKING:
+    from hoodied.zookeeper import ZooKeeper
+
+logger = logging.getLogger(__name__)
+
+LOCK_BASE_PATH = "hoodie.write.lock.zookeeper.base_path"
+LOCK_KEY = "hoodie.write.lock.zookeeper.lock_key"
+SCHEDULE_CLAIM = "schedule"
+
+
+def table_key(name: str, uri: str) -> str:
+    """A table's key in ZooKeeper paths: its label and a digest of its base URI (two tables may share a
+    name, never a key)."""
+    digest = hashlib.sha1(uri.rstrip("/").encode("utf-8")).hexdigest()[:12]
+    return f"{name}-{digest}"
+
+
+def claim_name(action: str, instant_time: str) -> str:
+    return f"{action}-{instant_time}"
+
+
+class TimedLock:
+    """A :class:`~hoodie.lock.LockProvider` that reports how long each acquire waited."""
+
+    def __init__(self, inner: LockProvider, observe: Callable[[float], None], timeout: float) -> None:
+        self._inner = inner
+        self._observe = observe
+        self._timeout = timeout
+
+    def acquire(self, timeout: float) -> None:
+        started = time.monotonic()
+        try:
+            self._inner.acquire(timeout)
+        finally:
+            self._observe(time.monotonic() - started)
+
+    def release(self) -> None:
+        self._inner.release()
+
+    @property
+    def is_held(self) -> bool:
+        return self._inner.is_held
+
+    def __enter__(self) -> Self:
+        self.acquire(self._timeout)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"TimedLock({self._inner!r})"
+
+
+class Coordination(Protocol):
+    """What the supervisor needs to share work with other replicas."""
+
+    @property
+    def zookeeper_state(self) -> str | None:
+        """The ZooKeeper connection state, or ``None`` in embedded mode."""
+
+    def claim(self, storage: Storage, key: str, name: str) -> Claim:
+        """Claim ``name`` (``<action>-<instant>`` or ``schedule``) of a table, or raise
+        :class:`~hoodied.errors.ClaimHeld`."""
+
+    def holder(self, storage: Storage, key: str, name: str) -> Mapping[str, object] | None:
+        """Who holds a claim (``None``: nobody, or a holder known to be dead)."""
+
+    def holders(self, storage: Storage, key: str) -> dict[str, Mapping[str, object]]:
+        """Every live claim of a table."""
+
+    def table_lock(self, storage: Storage, config: TableConfig, settings: Mapping[str, str]) -> LockProvider:
+        """A new holder of the table's lock (one per job: lock objects are not shared between threads)."""
+
+    def on_lost(self, claim: Claim, callback: Callable[[], None]) -> None:
+        """Run ``callback`` when ``claim`` is lost before it is released (a ZooKeeper session lost)."""
+
+
+class EmbeddedCoordination:
+    """One replica: claims in files in the table, the file-system table lock."""
+
+    def __init__(self, observe_lock_wait: Callable[[float], None], lock_timeout: float = 60.0) -> None:
+        self._observe = observe_lock_wait
+        self._lock_timeout = lock_timeout
+
+    @property
+    def zookeeper_state(self) -> str | None:
+        return None
+
+    def claim(self, storage: Storage, key: str, name: str) -> Claim:
+        action, _, instant = name.partition("-")
+        return LocalClaim(storage, action, instant or "table").acquire()
+
+    def holder(self, storage: Storage, key: str, name: str) -> Mapping[str, object] | None:
+        action, _, instant = name.partition("-")
+        local = LocalClaim(storage, action, instant or "table")
+        found = local.holder()
+        if found is None or local.is_abandoned(found):
+            return None
+        return found
+
+    def holders(self, storage: Storage, key: str) -> dict[str, Mapping[str, object]]:
+        from hoodied.claims import CLAIMS_FOLDER
+
+        out: dict[str, Mapping[str, object]] = {}
+        try:
+            files = storage.list(CLAIMS_FOLDER)
+        except Exception:
+            return out
+        for f in files:
+            if f.name.endswith(".claim"):
+                name = f.name[: -len(".claim")]
+                found = self.holder(storage, key, name)
+                if found is not None:
+                    out[name] = found
+        return out
+
+    def table_lock(self, storage: Storage, config: TableConfig, settings: Mapping[str, str]) -> LockProvider:
+        minutes = settings.get("hoodie.write.lock.filesystem.expire", "").strip()
+        expire = float(minutes) * 60 if minutes else 60.0
+        inner = FileSystemLock(storage, expire_seconds=expire, acquire_timeout=self._lock_timeout)
+        return TimedLock(inner, self._observe, self._lock_timeout)
+
+    def on_lost(self, claim: Claim, callback: Callable[[], None]) -> None:
+        """File claims are not lost behind our back (the commit's fence still re-checks them)."""
+
+
+class ZooKeeperCoordination:
+    """Several replicas: claims and the table lock in ZooKeeper."""
+
+    def __init__(
+        self,
+        zookeeper: ZooKeeper,
+        settings: ZooKeeperSettings,
+        observe_lock_wait: Callable[[float], None],
+        lock_timeout: float = 60.0,
+    ) -> None:
+        self.zookeeper = zookeeper
+        self._settings = settings
+        self._observe = observe_lock_wait
+        self._lock_timeout = lock_timeout
+
+    @property
+    def zookeeper_state(self) -> str | None:
+        return self.zookeeper.state
+
+    def claim(self, storage: Storage, key: str, name: str) -> Claim:
+        return self.zookeeper.claim(key, name)
+
+    def holder(self, storage: Storage, key: str, name: str) -> Mapping[str, object] | None:
+        return self.zookeeper.holder(key, name)
+
+    def holders(self, storage: Storage, key: str) -> dict[str, Mapping[str, object]]:
+        return dict(self.zookeeper.claims(key))
+
+    def lock_path(self, config: TableConfig, settings: Mapping[str, str]) -> str:
+        """Where Hudi's ZookeeperBasedLockProvider locks this table."""
+        props = {**config.props, **settings}
+        base = (props.get(LOCK_BASE_PATH) or self._settings.lock_base_path).strip().rstrip("/")
+        key = (props.get(LOCK_KEY) or config.name).strip()
+        return f"{base}/{key}"
+
+    def table_lock(self, storage: Storage, config: TableConfig, settings: Mapping[str, str]) -> LockProvider:
+        inner = self.zookeeper.table_lock(
+            self.lock_path(config, settings), acquire_timeout=self._lock_timeout
+        )
+        return TimedLock(inner, self._observe, self._lock_timeout)
+
+    def on_lost(self, claim: Claim, callback: Callable[[], None]) -> None:
+        register = getattr(claim, "on_lost", None)
+        if register is not None:
+            register(callback)
+
+
+def identity(replica: str) -> dict[str, object]:
+    """What a claim says about its holder."""
+    return {"replica": replica, "host": socket.gethostname(), "pid": os.getpid()}
+
+
+__all__ = [
+    "SCHEDULE_CLAIM",
+    "Coordination",
+    "EmbeddedCoordination",
+    "TimedLock",
+    "ZooKeeperCoordination",
+    "claim_name",
+    "identity",
+    "table_key",
+]

@@ -1,0 +1,388 @@
+"""``hoodied run``: the long-running daemon, and ``hoodied status``.
+
+Start-up: logging, metrics, ZooKeeper (or the embedded coordination, with a warning that several replicas
+need ZooKeeper), the Spark session, the health server, then the supervisor: its poll runs on an APScheduler
+interval with jitter (one poll at a time, a late poll coalesced), and its workers run the jobs.
+
+Shutdown (SIGTERM or SIGINT): stop claiming; running jobs get ``jobs.shutdown_grace`` seconds to finish,
+then their Spark job groups are cancelled (they stay retryable: rolled back to requested, or inflight for the
+next claim holder); claims are released, ZooKeeper and Spark stopped; the exit status is 0.
+
+``--once``: one poll, run what it found (scheduling included), exit. For cron-style use and tests.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from hoodie.table import Table
+from hoodied.config import DaemonConfig
+from hoodied.coordination import (
+    Coordination,
+    EmbeddedCoordination,
+    ZooKeeperCoordination,
+    identity,
+)
+from hoodied.health import HealthServer, Heartbeats
+from hoodied.logs import setup_logging
+from hoodied.metrics import Metrics
+from hoodied.spark import SparkConfig, spark_session
+from hoodied.supervisor import Supervisor, WatchedTable, read_last_results
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from hoodied.zookeeper import ZooKeeper
+
+logger = logging.getLogger(__name__)
+
+
+def _zookeeper(config: DaemonConfig, metrics: Metrics | None, heartbeats: Heartbeats | None) -> ZooKeeper:
+    from hoodied.zookeeper import ZooKeeper, ZooKeeperConfig
+
+    assert config.zookeeper is not None
+    z = config.zookeeper
+    zk = ZooKeeper(
+        ZooKeeperConfig(
+            connect=z.connect,
+            base_path=z.base_path,
+            session_timeout=z.session_timeout,
+            connection_timeout=z.connection_timeout,
+            auth=z.auth,
+            acl=z.acl,
+        ),
+        identity(config.replica),
+    )
+
+    seen: list[str] = []
+
+    def on_state(state: str) -> None:
+        if seen and seen[-1] == state:
+            return
+        seen.append(state)
+        if metrics is not None:
+            metrics.set_zookeeper_state(state)
+        if heartbeats is not None:
+            heartbeats.zookeeper_state = state
+        log = logger.info if state == "CONNECTED" else logger.warning
+        log("ZooKeeper session %s", state.lower())
+
+    zk.add_listener(on_state)
+    zk.start()
+    on_state(zk.state)
+    return zk
+
+
+POOLS = ("compaction", "clustering", "clean")
+
+
+def spark_config(config: DaemonConfig, work_dir: str | None = None) -> SparkConfig:
+    """The Spark session's settings; with ``fair_pools``, FAIR scheduling with one pool per action (so a
+    long clustering does not hold back cleans and compactions), declared in ``work_dir``."""
+    conf = dict(config.spark.conf)
+    if config.spark.fair_pools:
+        conf.setdefault("spark.scheduler.mode", "FAIR")
+        if work_dir is not None and "spark.scheduler.allocation.file" not in conf:
+            conf["spark.scheduler.allocation.file"] = _write_pools(work_dir)
+    return SparkConfig(master=config.spark.master, app_name=f"hoodied-{config.replica}", conf=conf)
+
+
+def _write_pools(work_dir: str) -> str:
+    import os
+
+    pools = "".join(
+        f'  <pool name="{p}"><schedulingMode>FIFO</schedulingMode><weight>1</weight>'
+        f"<minShare>0</minShare></pool>\n"
+        for p in POOLS
+    )
+    path = os.path.join(work_dir, "fairscheduler.xml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f'<?xml version="1.0"?>\n<allocations>\n{pools}</allocations>\n')
+    return path
+
+
+class Daemon:
+    """One replica: the pieces above wired together (``run`` blocks until shutdown)."""
+
+    def __init__(self, config: DaemonConfig, *, spark: SparkSession | None = None) -> None:
+        """``spark``: a session to run the jobs in (the caller's, left running); default: one of our own."""
+        self.config = config
+        self._own_spark = spark is None
+        self.metrics = Metrics(replica=config.replica)
+        self.heartbeats = Heartbeats(started_at=time.time())
+        self.shutdown = threading.Event()
+        self.zookeeper: ZooKeeper | None = None
+        self.health: HealthServer | None = None
+        self._spark: SparkSession | None = spark
+        self._spark_lock = threading.Lock()
+        self._work_dir: str | None = None
+        self.supervisor: Supervisor | None = None
+
+    def spark(self) -> SparkSession:
+        with self._spark_lock:
+            if self._spark is None:
+                self._work_dir = self._work_dir or tempfile.mkdtemp(prefix="hoodied-")
+                self._spark = spark_session(spark_config(self.config, self._work_dir))
+            self.heartbeats.spark_up = True
+            self.metrics.spark_up.set(1)
+            return self._spark
+
+    def _coordination(self) -> Coordination:
+        observe = self.metrics.observe_lock_wait
+        timeout = self.config.jobs.lock_timeout
+        if self.config.zookeeper is None:
+            logger.warning(
+                "no ZooKeeper configured: embedded mode, one replica with file claims and the file-system "
+                "table lock. Several replicas (and Hudi writers on other machines) need zookeeper.connect."
+            )
+            self.metrics.set_zookeeper_state(None)
+            return EmbeddedCoordination(observe, timeout)
+        self.zookeeper = _zookeeper(self.config, self.metrics, self.heartbeats)
+        return ZooKeeperCoordination(self.zookeeper, self.config.zookeeper, observe, timeout)
+
+    def status(self) -> dict[str, object]:
+        """What ``/status`` serves: this replica's view of its tables."""
+        supervisor = self.supervisor
+        tables = supervisor.tables() if supervisor else []
+        return {
+            "replica": self.config.replica,
+            "zookeeper": self.heartbeats.zookeeper_state or "embedded",
+            "running": [
+                {"table": i.table.name, "action": i.service, "instant": i.instant.time}
+                for i in (supervisor.running if supervisor else [])
+            ],
+            "tables": {t.name: _table_status(t) for t in tables},
+        }
+
+    def run(self, *, once: bool = False, handle_signals: bool = True) -> int:
+        """Run until SIGTERM/SIGINT (or :attr:`shutdown` is set), or one pass with ``once``; returns the exit
+        status. ``handle_signals=False`` leaves the process's signal handlers alone (embedding, tests)."""
+        from apscheduler.schedulers.background import BackgroundScheduler
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        config = self.config
+        logger.info("hoodied replica %s starting (%s)", config.replica, config.source)
+        if handle_signals:
+            self._install_signals()
+        coordination = self._coordination()
+        self.spark()
+        self.supervisor = Supervisor(config, coordination, self.metrics, self.heartbeats, self.spark)
+        if config.metrics.port is not None:
+            self.health = HealthServer(
+                self.metrics,
+                self.heartbeats,
+                config.poll_interval,
+                status_fn=self.status,
+                host=config.metrics.host,
+                port=config.metrics.port,
+            )
+            self.health.start()
+            logger.info("metrics and health on %s (/metrics, /healthz, /readyz, /status)", self.health.url)
+        try:
+            if once:
+                self.supervisor.poll()
+                self.supervisor.start_workers(until_idle=True)
+                while not self.supervisor.wait_idle(timeout=0.5):
+                    if self.shutdown.is_set():
+                        break
+                if self.shutdown.is_set():
+                    self._drain()
+                return 0
+            scheduler = BackgroundScheduler(daemon=True)
+            scheduler.add_job(
+                self._poll,
+                IntervalTrigger(
+                    seconds=config.poll_interval, jitter=config.poll_interval * config.poll_jitter
+                ),
+                id="poll",
+                max_instances=1,
+                coalesce=True,
+                next_run_time=_now(),
+            )
+            self.supervisor.start_workers()
+            scheduler.start()
+            while not self.shutdown.wait(0.5):
+                pass
+            scheduler.shutdown(wait=False)
+            self._drain()
+            return 0
+        finally:
+            self._close()
+
+    def _poll(self) -> None:
+        assert self.supervisor is not None
+        try:
+            self.supervisor.poll()
+        except Exception as e:  # the schedule must survive anything a poll throws
+            self.heartbeats.last_error = f"{type(e).__name__}: {e}"
+            logger.exception("poll failed")
+
+    def _drain(self) -> None:
+        assert self.supervisor is not None
+        self.heartbeats.draining = True
+        grace = self.config.jobs.shutdown_grace
+        running = self.supervisor.running
+        logger.info("shutting down: %d job(s) running, waiting up to %.0f s", len(running), grace)
+        if self.supervisor.drain(grace):
+            logger.info("every job ended; stopping")
+        else:
+            logger.warning("cancelled the jobs still running after %.0f s; they stay retryable", grace)
+
+    def _close(self) -> None:
+        if self.health is not None:
+            self.health.stop()
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
+        with self._spark_lock:
+            if self._spark is not None and self._own_spark:
+                try:
+                    self._spark.stop()
+                except Exception as e:
+                    logger.warning("stopping Spark: %s", e)
+                self._spark = None
+        if self._work_dir is not None:
+            shutil.rmtree(self._work_dir, ignore_errors=True)
+        logger.info("hoodied replica %s stopped", self.config.replica)
+
+    def stop(self) -> None:
+        """Begin the shutdown: no new claims; :meth:`run` drains and returns."""
+        if self.supervisor is not None:
+            self.supervisor.stop_claiming()
+        self.shutdown.set()
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def handle(signum: int, frame: object) -> None:
+            if self.shutdown.is_set():
+                logger.warning("second %s: exiting now", signal.Signals(signum).name)
+                raise SystemExit(1)
+            logger.info("%s received: draining", signal.Signals(signum).name)
+            self.stop()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+
+def _now() -> object:
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC)
+
+
+def _table_status(t: WatchedTable) -> dict[str, object]:
+    return {
+        "uri": t.uri,
+        "pending": {s: [f"{i.time} ({i.state.name.lower()})" for i in v] for s, v in t.pending.items() if v},
+        "last_error": t.last_error,
+        "last_results": {s: o.__dict__ for s, o in t.last_results.items()},
+    }
+
+
+def status_report(config: DaemonConfig) -> list[dict[str, object]]:
+    """``hoodied status``: per table, its pending instants, who holds each claim, and the last results any
+    replica recorded. Reads the tables and ZooKeeper; changes nothing."""
+    from hoodied.supervisor import Supervisor
+
+    metrics = Metrics(replica=config.replica)
+    heartbeats = Heartbeats(started_at=time.time())
+    zk = _zookeeper(config, None, None) if config.zookeeper is not None else None
+    try:
+        coordination: Coordination
+        if zk is not None:
+            assert config.zookeeper is not None
+            coordination = ZooKeeperCoordination(zk, config.zookeeper, metrics.observe_lock_wait)
+        else:
+            coordination = EmbeddedCoordination(metrics.observe_lock_wait)
+        supervisor = Supervisor(config, coordination, metrics, heartbeats, _no_spark)
+        supervisor.refresh_tables()
+        out: list[dict[str, object]] = []
+        for t in supervisor.tables():
+            entry: dict[str, object] = {"table": t.name, "uri": t.uri}
+            try:
+                table = Table.load(t.storage)
+                entry["version"] = table.config.table_version
+                entry["type"] = table.config.table_type
+                entry["pending"] = [
+                    {"instant": i.time, "action": i.action, "state": i.state.name.lower()}
+                    for i in table.timeline.pending()
+                ]
+                entry["claims"] = {k: dict(v) for k, v in coordination.holders(t.storage, t.key).items()}
+                entry["last_results"] = read_last_results(t.storage)
+            except Exception as e:
+                entry["error"] = f"{type(e).__name__}: {e}"
+            out.append(entry)
+        return out
+    finally:
+        if zk is not None:
+            zk.stop()
+
+
+def _no_spark() -> SparkSession:
+    raise RuntimeError("hoodied status runs no jobs")
+
+
+def format_status(report: list[dict[str, object]]) -> str:
+    lines: list[str] = []
+    for entry in report:
+        head = f"{entry['table']}  {entry['uri']}"
+        if "error" in entry:
+            lines.append(f"{head}\n  error: {entry['error']}")
+            continue
+        lines.append(f"{head}  (v{entry.get('version')}, {entry.get('type')})")
+        claims = entry.get("claims")
+        claims = claims if isinstance(claims, Mapping) else {}
+        pending = entry.get("pending")
+        for p in pending if isinstance(pending, list) else []:
+            name = f"{_service_of(p['action'])}-{p['instant']}"
+            holder = claims.get(name)
+            who = f"claimed by {_who(holder)}" if holder else "unclaimed"
+            lines.append(f"  pending {p['action']:<13} {p['instant']}  {p['state']:<9} {who}")
+        if not pending:
+            lines.append("  nothing pending")
+        results = entry.get("last_results")
+        for service, r in results.items() if isinstance(results, Mapping) else []:
+            if isinstance(r, Mapping):
+                when = time.strftime(
+                    "%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(r.get("finished_at_ms", 0)) / 1000)
+                )
+                lines.append(
+                    f"  last {service:<11} {r.get('instant')}  {r.get('kind')} on {r.get('replica')} "
+                    f"at {when}: {r.get('message')}"
+                )
+    return "\n".join(lines)
+
+
+def _service_of(action: str) -> str:
+    return {"replacecommit": "clustering"}.get(action, action)
+
+
+def _who(holder: object) -> str:
+    if isinstance(holder, Mapping):
+        return f"{holder.get('replica', '?')} ({holder.get('host', '?')}:{holder.get('pid', '?')})"
+    return str(holder)
+
+
+def status_json(report: list[dict[str, object]]) -> str:
+    return json.dumps(report, indent=2, sort_keys=True, default=str)
+
+
+def main_run(config_path: str, *, once: bool) -> int:
+    from hoodie.failpoints import arm_for_children
+
+    arm_for_children()  # tests only: a crash point reached in a Spark task kills this replica, as a lost pod
+    config = DaemonConfig.load(config_path)
+    setup_logging(config.logging.level, config.logging.format)
+    return Daemon(config).run(once=once)
+
+
+__all__ = ["Daemon", "format_status", "main_run", "spark_config", "status_json", "status_report"]

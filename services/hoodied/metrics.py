@@ -1,0 +1,322 @@
+"""The daemon's Prometheus metrics: one :class:`Metrics` per daemon, each with a registry of its own (several
+daemons may share a process, as they do in tests), and the few helpers the supervisor and the services call.
+
+Every family is named ``hoodied_*``; the attribute holding it drops that prefix (``hoodied_pending_instants``
+is ``metrics.pending_instants``). Label sets:
+
+- per table and action: pending instants and the age of the oldest, jobs started / succeeded / failed (by
+  ``kind``, one of :data:`FAILURE_KINDS`), records and bytes written, files deleted, instants scheduled and
+  instants given up on;
+- per action only: jobs running and the job duration histogram (the table would multiply the buckets);
+- none: the daemon-wide gauges and histograms (claims, the table lock, ZooKeeper, Spark, polls).
+
+:data:`METRIC_NAMES` lists the names a dashboard or an alert may use.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import socket
+from collections.abc import Sequence
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info, generate_latest
+
+#: ``kind`` label values of ``hoodied_jobs_failed_total``: ``failed`` = definitely failed (rolled back),
+#: ``claim_lost`` = our claim was taken (the job must not commit), ``conflict`` = a conflicting write won,
+#: ``cancelled`` = stopped on shutdown or on request, ``unknown`` = the outcome of the commit is not known.
+FAILURE_KINDS: Final = frozenset({"failed", "claim_lost", "conflict", "cancelled", "unknown"})
+
+#: States of ``hoodied_zookeeper_state``: kazoo's connection states, CLOSED after the daemon closed its
+#: client, EMBEDDED when the daemon runs without ZooKeeper (claims on one machine).
+ZOOKEEPER_STATES: Final = ("CONNECTED", "SUSPENDED", "LOST", "CLOSED", "EMBEDDED")
+
+#: Seconds: one table-service job, 1 s .. 4 h.
+JOB_DURATION_BUCKETS: Final = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400)
+#: Seconds: waiting to acquire a table lock, 1 ms .. 120 s.
+LOCK_WAIT_BUCKETS: Final = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+#: Seconds: one supervisor poll over every table, 10 ms .. 10 min.
+POLL_DURATION_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+#: Seconds: one table's poll (reading its timeline), 5 ms .. 2 min.
+TABLE_POLL_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+#: Every metric family of :class:`Metrics` as its ``# TYPE`` line names it in the text exposition
+#: (``/metrics``): a counter under its ``_total`` sample name (``hoodied_jobs_started_total``), a histogram
+#: under its base name (its samples add ``_bucket``, ``_sum`` and ``_count``), the info metric as
+#: ``hoodied_info`` and the enum as ``hoodied_zookeeper_state`` (one sample per state, labelled with it).
+#: Not listed: the ``<name>_created`` gauges prometheus_client adds for counters and histograms (unless
+#: ``PROMETHEUS_DISABLE_CREATED_SERIES`` is set).
+METRIC_NAMES: Final = frozenset(
+    {
+        "hoodied_info",
+        "hoodied_tables",
+        "hoodied_pending_instants",
+        "hoodied_oldest_pending_age_seconds",
+        "hoodied_jobs_started_total",
+        "hoodied_jobs_succeeded_total",
+        "hoodied_jobs_failed_total",
+        "hoodied_jobs_running",
+        "hoodied_job_duration_seconds",
+        "hoodied_records_written_total",
+        "hoodied_bytes_written_total",
+        "hoodied_files_deleted_total",
+        "hoodied_instants_scheduled_total",
+        "hoodied_instants_given_up_total",
+        "hoodied_claims_held",
+        "hoodied_lock_wait_seconds",
+        "hoodied_zookeeper_connected",
+        "hoodied_zookeeper_state",
+        "hoodied_spark_up",
+        "hoodied_poll_duration_seconds",
+        "hoodied_table_poll_seconds",
+        "hoodied_last_successful_poll_timestamp_seconds",
+        "hoodied_table_poll_failures_total",
+    }
+)
+
+_HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+_HISTOGRAMS = frozenset(
+    {
+        "hoodied_job_duration_seconds",
+        "hoodied_lock_wait_seconds",
+        "hoodied_poll_duration_seconds",
+        "hoodied_table_poll_seconds",
+    }
+)
+
+#: Every sample name of :class:`Metrics` a PromQL query may select: :data:`METRIC_NAMES` with each histogram
+#: replaced by its ``_bucket``, ``_sum`` and ``_count`` series (``_created`` series left out, as above).
+SAMPLE_NAMES: Final = frozenset(
+    (METRIC_NAMES - _HISTOGRAMS) | {h + s for h in _HISTOGRAMS for s in _HISTOGRAM_SUFFIXES}
+)
+
+_TABLE_ACTION = ("table", "action")
+
+
+def _package_version() -> str:
+    try:
+        return importlib.metadata.version("hoodied")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class Metrics:
+    """The metrics of one daemon, in a registry of their own (:attr:`registry`)."""
+
+    def __init__(self, *, version: str | None = None, replica: str | None = None) -> None:
+        """``version`` defaults to the installed hoodied's, ``replica`` to the host name."""
+        self.registry = CollectorRegistry(auto_describe=True)
+        # The metrics with a ``table`` label and their label names, for forget_table().
+        self._by_table: list[tuple[Gauge | Counter, tuple[str, ...]]] = []
+
+        self.info = Info(
+            "hoodied", "The hoodied version and the replica this daemon is.", registry=self.registry
+        )
+        self.info.info({"version": version or _package_version(), "replica": replica or socket.gethostname()})
+        self.tables = self._gauge("hoodied_tables", "Tables this daemon watches.")
+
+        self.pending_instants = self._gauge(
+            "hoodied_pending_instants",
+            "Table-service instants requested or inflight on the timeline, by table and action.",
+            _TABLE_ACTION,
+        )
+        self.oldest_pending_age_seconds = self._gauge(
+            "hoodied_oldest_pending_age_seconds",
+            "Age of the oldest pending table-service instant, by table and action (0 when none is pending).",
+            _TABLE_ACTION,
+        )
+
+        self.jobs_started = self._counter(
+            "hoodied_jobs_started_total", "Table-service jobs started.", _TABLE_ACTION
+        )
+        self.jobs_succeeded = self._counter(
+            "hoodied_jobs_succeeded_total", "Table-service jobs that committed.", _TABLE_ACTION
+        )
+        self.jobs_failed = self._counter(
+            "hoodied_jobs_failed_total",
+            "Table-service jobs that did not commit, by kind: failed (definitely failed, rolled back), "
+            "claim_lost, conflict, cancelled, unknown (the commit's outcome is not known).",
+            (*_TABLE_ACTION, "kind"),
+        )
+        self.jobs_running = self._gauge(
+            "hoodied_jobs_running", "Table-service jobs running now, by action.", ("action",)
+        )
+        self.job_duration_seconds = self._histogram(
+            "hoodied_job_duration_seconds",
+            "Wall time of one table-service job, from its start to its commit or failure, by action.",
+            JOB_DURATION_BUCKETS,
+            ("action",),
+        )
+
+        self.records_written = self._counter(
+            "hoodied_records_written_total", "Records written by table-service jobs.", _TABLE_ACTION
+        )
+        self.bytes_written = self._counter(
+            "hoodied_bytes_written_total", "Bytes of files written by table-service jobs.", _TABLE_ACTION
+        )
+        self.files_deleted = self._counter(
+            "hoodied_files_deleted_total", "Files deleted by table-service jobs.", _TABLE_ACTION
+        )
+        self.instants_scheduled = self._counter(
+            "hoodied_instants_scheduled_total",
+            "Table-service instants this daemon scheduled itself.",
+            _TABLE_ACTION,
+        )
+        self.instants_given_up = self._counter(
+            "hoodied_instants_given_up_total",
+            "Pending instants this daemon stopped retrying (retries exhausted).",
+            _TABLE_ACTION,
+        )
+
+        self.claims_held = self._gauge("hoodied_claims_held", "Instant claims this daemon holds now.")
+        self.lock_wait_seconds = self._histogram(
+            "hoodied_lock_wait_seconds", "Time spent waiting to acquire a table lock.", LOCK_WAIT_BUCKETS
+        )
+        self.zookeeper_connected = self._gauge(
+            "hoodied_zookeeper_connected",
+            "1 while the ZooKeeper session is connected, else 0 (also 0 when running without ZooKeeper).",
+        )
+        self.zookeeper_state = Enum(
+            "hoodied_zookeeper_state",
+            "State of the ZooKeeper connection: CLOSED until connected, EMBEDDED when there is no ZooKeeper.",
+            states=list(ZOOKEEPER_STATES),
+            registry=self.registry,
+        )
+        self.zookeeper_state.state("CLOSED")  # not the Enum's default, its first state (CONNECTED)
+        self.spark_up = self._gauge("hoodied_spark_up", "1 while the Spark session is usable, else 0.")
+
+        self.poll_duration_seconds = self._histogram(
+            "hoodied_poll_duration_seconds",
+            "Wall time of one supervisor poll over every table.",
+            POLL_DURATION_BUCKETS,
+        )
+        self.table_poll_seconds = self._histogram(
+            "hoodied_table_poll_seconds",
+            "Wall time of polling one table (reading its timeline, choosing work).",
+            TABLE_POLL_BUCKETS,
+        )
+        self.last_successful_poll_timestamp_seconds = self._gauge(
+            "hoodied_last_successful_poll_timestamp_seconds",
+            "Unix time at which the last supervisor poll succeeded.",
+        )
+        self.table_poll_failures = self._counter(
+            "hoodied_table_poll_failures_total", "Polls of a table that failed, by table.", ("table",)
+        )
+
+    def _gauge(self, name: str, documentation: str, labels: tuple[str, ...] = ()) -> Gauge:
+        gauge = Gauge(name, documentation, labels, registry=self.registry)
+        if "table" in labels:
+            self._by_table.append((gauge, labels))
+        return gauge
+
+    def _counter(self, name: str, documentation: str, labels: tuple[str, ...] = ()) -> Counter:
+        counter = Counter(name, documentation, labels, registry=self.registry)
+        if "table" in labels:
+            self._by_table.append((counter, labels))
+        return counter
+
+    def _histogram(
+        self, name: str, documentation: str, buckets: Sequence[float], labels: tuple[str, ...] = ()
+    ) -> Histogram:
+        return Histogram(name, documentation, labels, buckets=buckets, registry=self.registry)
+
+    def set_pending(self, table: str, action: str, count: int, oldest_age_seconds: float | None) -> None:
+        """Record the pending instants of ``action`` on ``table`` and the age of the oldest (None or 0 when
+        none is pending)."""
+        self.pending_instants.labels(table, action).set(count)
+        self.oldest_pending_age_seconds.labels(table, action).set(oldest_age_seconds or 0.0)
+
+    def forget_table(self, table: str) -> None:
+        """Remove every series of ``table`` (a table no longer watched), leaving other tables' series."""
+        for metric, names in self._by_table:
+            position = names.index("table")
+            for family in metric.collect():
+                values = {tuple(s.labels[n] for n in names) for s in family.samples}
+                for labelvalues in values:
+                    if labelvalues[position] == table:
+                        metric.remove(*labelvalues)
+
+    def job_started(self, table: str, action: str) -> None:
+        """A job of ``action`` on ``table`` started."""
+        self.jobs_started.labels(table, action).inc()
+        self.jobs_running.labels(action).inc()
+
+    def job_finished(
+        self,
+        table: str,
+        action: str,
+        seconds: float,
+        *,
+        ok: bool,
+        kind: str = "",
+        records: int = 0,
+        bytes_written: int = 0,
+        files_deleted: int = 0,
+    ) -> None:
+        """A job started with :meth:`job_started` ended after ``seconds``: committed (``ok``) or not, then
+        ``kind`` (one of :data:`FAILURE_KINDS`) says how it failed. The counts are what the job wrote or
+        deleted (a failed job's too: its files were written, then rolled back).
+
+        Raises ValueError for a missing or unknown ``kind`` on failure, or a ``kind`` given on success."""
+        if ok and kind:
+            raise ValueError(f"job_finished: kind {kind!r} given for a job that succeeded")
+        if not ok and kind not in FAILURE_KINDS:
+            raise ValueError(f"job_finished: failure kind {kind!r} is not one of {sorted(FAILURE_KINDS)}")
+        self.jobs_running.labels(action).dec()
+        self.job_duration_seconds.labels(action).observe(seconds)
+        if ok:
+            self.jobs_succeeded.labels(table, action).inc()
+        else:
+            self.jobs_failed.labels(table, action, kind).inc()
+        if records:
+            self.records_written.labels(table, action).inc(records)
+        if bytes_written:
+            self.bytes_written.labels(table, action).inc(bytes_written)
+        if files_deleted:
+            self.files_deleted.labels(table, action).inc(files_deleted)
+
+    def set_zookeeper_state(self, state: str | None) -> None:
+        """Record the ZooKeeper connection state (kazoo's ``CONNECTED``, ``SUSPENDED``, ``LOST``, or
+        ``CLOSED``; any case), or None when the daemon runs without ZooKeeper (``EMBEDDED``).
+
+        Raises ValueError for any other state."""
+        name = "EMBEDDED" if state is None else state.upper()
+        if name not in ZOOKEEPER_STATES or (state is not None and name == "EMBEDDED"):
+            raise ValueError(
+                f"unknown ZooKeeper state {state!r}; expected one of {ZOOKEEPER_STATES[:4]} or None"
+            )
+        self.zookeeper_state.state(name)
+        self.zookeeper_connected.set(1 if name == "CONNECTED" else 0)
+
+    def observe_lock_wait(self, seconds: float) -> None:
+        """A table lock was acquired (or given up on) after waiting ``seconds``."""
+        self.lock_wait_seconds.observe(seconds)
+
+    def poll_finished(self, seconds: float, *, ok: bool, now: float) -> None:
+        """A supervisor poll over every table ended at ``now`` (Unix time) after ``seconds``."""
+        self.poll_duration_seconds.observe(seconds)
+        if ok:
+            self.last_successful_poll_timestamp_seconds.set(now)
+
+    def table_poll_finished(self, table: str, seconds: float, *, ok: bool) -> None:
+        """The poll of one table ended after ``seconds``; a failure counts against the table."""
+        self.table_poll_seconds.observe(seconds)
+        if not ok:
+            self.table_poll_failures.labels(table).inc()
+
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format (``prometheus_client.CONTENT_TYPE_LATEST``)."""
+        return generate_latest(self.registry)
+
+
+__all__ = [
+    "FAILURE_KINDS",
+    "JOB_DURATION_BUCKETS",
+    "LOCK_WAIT_BUCKETS",
+    "METRIC_NAMES",
+    "POLL_DURATION_BUCKETS",
+    "SAMPLE_NAMES",
+    "TABLE_POLL_BUCKETS",
+    "ZOOKEEPER_STATES",
+    "Metrics",
+]

@@ -1,0 +1,822 @@
+"""The supervisor: which table-service instants to run, in what order, by whom.
+
+One poll (:meth:`Supervisor.poll`) walks every table:
+
+1. It lists the table's timeline folder. When the listing is the one seen last time, the previous answer is
+   reused: a poll of an idle table costs one listing.
+2. Where hoodied schedules services, it plans new instants with Hudi's strategies and triggers, under the
+   table's ``schedule`` claim (one replica plans a table at a time) and the table lock. Scheduling is
+   re-evaluated when the timeline changed, or every ``reschedule_interval`` for time-based triggers.
+3. It records every pending compaction, clustering, clean and indexing instant (gauges: how many, how old)
+   and offers the runnable ones as :class:`WorkItem`, oldest first.
+
+Workers (``spark.max_concurrent_jobs`` threads) take items in that order. Each claims its instant (one
+runner per instant across replicas), re-reads the timeline, and runs the job: Spark tasks in the job group
+``hoodied-<action>-<instant>``, the commit fenced by the claim. A claim lost mid-job (ZooKeeper session
+suspended or lost) cancels the job group; the job never commits and is left for the claim's next holder.
+
+An inflight instant that nobody claims was abandoned by a runner that died: it is taken over once it has
+been seen unclaimed for ``takeover_grace`` (and its Hudi heartbeat, when it has one, is stale), which leaves
+a dying runner's tasks time to stop before the new runner rolls their files back.
+
+A failing instant is retried after a back-off that doubles per failure, up to ``max_attempts``; then it is
+given up (logged, counted) until the daemon restarts. A table that cannot be polled (unreadable, a version we
+refuse, a metadata table we cannot keep consistent) backs off the same way; other tables go on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from hoodie.clean.execute import NothingToClean
+from hoodie.clustering.execute import ClusteringConflict, NothingToCluster
+from hoodie.compaction.execute import NothingToCompact
+from hoodie.config import TableConfig, TableType
+from hoodie.errors import HoodieError
+from hoodie.storage import Storage
+from hoodie.table import Table
+from hoodie.timeline.instant import CLEAN, COMPACTION, INDEXING, Instant, State
+from hoodie.timeline.instant_time import InstantTimeGenerator, parse_instant_time
+from hoodie.timeline.timeline import Timeline
+from hoodied.claims import Claim
+from hoodied.config import DaemonConfig, DiscoveryRoot, TableSettings
+from hoodied.coordination import SCHEDULE_CLAIM, Coordination, claim_name, table_key
+from hoodied.errors import ClaimHeld, ClaimLost, JobFailed
+from hoodied.health import Heartbeats
+from hoodied.jobs import job_group
+from hoodied.logs import log_context
+from hoodied.metrics import Metrics
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+# Priority among instants of the same age: cleans free space and unblock nothing; compaction keeps reads
+# fast; clustering is the most expensive.
+_ACTION_ORDER = {"clean": 0, "compaction": 1, "clustering": 2, "indexing": 3}
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One pending instant of one table, offered to the workers."""
+
+    table: WatchedTable
+    service: str  # compaction | clustering | clean | indexing
+    instant: Instant
+
+    @property
+    def claim_name(self) -> str:
+        return claim_name(self.service, self.instant.time)
+
+    @property
+    def ident(self) -> tuple[str, str, str]:
+        return (self.table.key, self.service, self.instant.time)
+
+    def sort_key(self) -> tuple[str, int, str]:
+        return (self.instant.time, _ACTION_ORDER[self.service], self.table.key)
+
+
+@dataclass
+class JobOutcome:
+    """What one job did, as ``hoodied status`` and the metrics report it."""
+
+    service: str
+    instant: str
+    ok: bool
+    kind: str  # done | already_done | failed | claim_lost | conflict | cancelled | unknown
+    message: str
+    seconds: float
+    records: int = 0
+    bytes_written: int = 0
+    files_deleted: int = 0
+    replica: str = ""
+    finished_at_ms: int = 0
+
+
+@dataclass(eq=False)
+class WatchedTable:
+    """A table the supervisor maintains, with what the last poll learnt about it."""
+
+    uri: str
+    name: str
+    settings: TableSettings
+    storage: Storage
+    key: str = ""
+    config: TableConfig | None = None
+    listing: frozenset[str] | None = None
+    timeline: Timeline | None = None
+    items: tuple[WorkItem, ...] = ()
+    pending: dict[str, list[Instant]] = field(default_factory=dict)
+    scheduled_at: float = float("-inf")  # monotonic time scheduling was last evaluated
+    scheduled_listing: frozenset[str] | None = None
+    failures: int = 0
+    retry_at: float = 0.0
+    last_error: str | None = None
+    unclaimed_since: dict[str, float] = field(default_factory=dict)
+    last_results: dict[str, JobOutcome] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.key = self.key or table_key(self.name, self.uri)
+
+
+@dataclass
+class _Attempts:
+    failures: int = 0
+    retry_at: float = 0.0
+    given_up: bool = False
+
+
+def discover_tables(root: DiscoveryRoot) -> list[str]:
+    """Base paths of the tables below a discovery root (folders holding ``.hoodie/hoodie.properties``),
+    not descending into a table or into hidden folders."""
+    storage = Storage.for_uri(root.root, dict(root.settings.storage_options))
+    found: list[str] = []
+
+    def walk(rel: str, depth: int) -> None:
+        if storage.exists(f"{rel}/.hoodie/hoodie.properties" if rel else ".hoodie/hoodie.properties"):
+            if not any(p.search(rel) for p in root.exclude):
+                found.append(storage.full_path(rel) if rel else root.root)
+            return
+        if depth >= root.max_depth:
+            return
+        for info in storage.list(rel):
+            if info.is_dir and not info.name.startswith((".", "_")):
+                walk(f"{rel}/{info.name}" if rel else info.name, depth + 1)
+
+    walk("", 0)
+    return sorted(found)
+
+
+def _label(uri: str) -> str:
+    tail = uri.rstrip("/").rsplit("/", 1)[-1] or "table"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", tail)
+
+
+class Supervisor:
+    """Polls the tables and runs their pending table-service instants (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: DaemonConfig,
+        coordination: Coordination,
+        metrics: Metrics,
+        heartbeats: Heartbeats,
+        spark: Callable[[], SparkSession],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.coordination = coordination
+        self.metrics = metrics
+        self.heartbeats = heartbeats
+        self._spark = spark
+        self._clock = clock
+        self._tables: dict[str, WatchedTable] = {}
+        self._attempts: dict[tuple[str, str, str], _Attempts] = {}
+        self._queue: list[WorkItem] = []
+        self._running: dict[tuple[str, str, str], WorkItem] = {}
+        self._cond = threading.Condition()
+        self._stop = threading.Event()  # no new work
+        self._cancelled = threading.Event()  # running jobs are being cancelled
+        self._workers: list[threading.Thread] = []
+        self._polled = threading.Event()
+        self._poll_lock = threading.Lock()
+        self._discovered_at = float("-inf")
+        self._noted: set[tuple[str, str, str]] = set()
+
+    # -- tables -------------------------------------------------------------------------------------------
+
+    def tables(self) -> list[WatchedTable]:
+        return list(self._tables.values())
+
+    def refresh_tables(self) -> None:
+        """The configured tables plus what the discovery roots hold now (re-scanned every 10 polls' time)."""
+        now = self._clock()
+        if self._tables and now - self._discovered_at < 10 * self.config.poll_interval:
+            return
+        self._discovered_at = now
+        wanted: dict[str, tuple[str | None, TableSettings]] = {}
+        for entry in self.config.tables:
+            wanted[entry.path] = (entry.name, entry.settings)
+        for root in self.config.discover:
+            try:
+                paths = discover_tables(root)
+            except Exception as e:
+                logger.error("cannot scan the discovery root %s: %s", root.root, e)
+                continue
+            for path in paths:
+                wanted.setdefault(path, (None, root.settings))
+        names: set[str] = set()
+        for uri, (name, settings) in wanted.items():
+            if uri in self._tables:
+                names.add(self._tables[uri].name)
+                continue
+            label = name or _label(uri)
+            while label in names:  # two discovered tables with one folder name: keep labels unique
+                label = f"{label}_"
+            names.add(label)
+            storage = Storage.for_uri(uri, dict(settings.storage_options))
+            self._tables[uri] = WatchedTable(uri, label, settings, storage)
+            logger.info(
+                "watching table %s (%s): services %s, scheduling %s",
+                label,
+                uri,
+                ",".join(settings.services),
+                ",".join(settings.schedule) or "none",
+            )
+        for uri in [u for u in self._tables if u not in wanted]:
+            gone = self._tables.pop(uri)
+            self.metrics.forget_table(gone.name)
+            logger.info("no longer watching table %s (%s)", gone.name, uri)
+        self.metrics.tables.set(len(self._tables))
+
+    # -- polling ------------------------------------------------------------------------------------------
+
+    def poll(self) -> list[WorkItem]:
+        """One pass over every table; returns the runnable work, highest priority first, and hands it to the
+        workers."""
+        with self._poll_lock:
+            started = self._clock()
+            self.heartbeats.last_poll_started = time.time()
+            self.refresh_tables()
+            items: list[WorkItem] = []
+            errors = 0
+            for table in self.tables():
+                if self._stop.is_set():
+                    break
+                if self._clock() < table.retry_at:
+                    items.extend(table.items)
+                    continue
+                t0 = self._clock()
+                ok = True
+                with log_context(table=table.name):
+                    try:
+                        self._poll_table(table)
+                        table.failures, table.last_error = 0, None
+                    except Exception as e:
+                        ok = False
+                        errors += 1
+                        self._table_failed(table, e)
+                self.metrics.table_poll_finished(table.name, self._clock() - t0, ok=ok)
+                items.extend(table.items)
+            items.sort(key=WorkItem.sort_key)
+            with self._cond:
+                self._queue = items
+                self._cond.notify_all()
+            now = time.time()
+            self.metrics.poll_finished(self._clock() - started, ok=True, now=now)
+            self.heartbeats.last_poll_succeeded = now
+            self._polled.set()
+            if errors:
+                self.heartbeats.last_error = f"{errors} table(s) failed to poll"
+            return items
+
+    def _table_failed(self, table: WatchedTable, e: BaseException) -> None:
+        table.failures += 1
+        delay = self.config.jobs.retry_delay(table.failures)
+        table.retry_at = self._clock() + delay
+        table.items = ()
+        message = f"{type(e).__name__}: {e}"
+        if message != table.last_error:
+            logger.error(
+                "cannot poll table %s (%s): %s; retrying in %.0f s", table.name, table.uri, message, delay
+            )
+        table.last_error = message
+
+    def _poll_table(self, table: WatchedTable) -> None:
+        storage = table.storage
+        if table.config is None:
+            table.config = TableConfig.load(storage)
+        listing = frozenset(f.name for f in storage.list(table.config.timeline_path) if not f.is_dir)
+        if listing != table.listing:
+            table.config = TableConfig.load(storage)  # an upgrade or a new property shows with new instants
+            table.timeline = Timeline.from_file_names(
+                listing,
+                layout_version=table.config.timeline_layout_version,
+                folder=table.config.timeline_path,
+            )
+            table.listing = listing
+        if table.settings.schedule and not self._stop.is_set() and self._scheduling_due(table):
+            if self._schedule(table):
+                listing = frozenset(f.name for f in storage.list(table.config.timeline_path) if not f.is_dir)
+                table.timeline = Timeline.from_file_names(
+                    listing,
+                    layout_version=table.config.timeline_layout_version,
+                    folder=table.config.timeline_path,
+                )
+                table.listing = listing
+            table.scheduled_listing = table.listing
+        self._collect(table)
+
+    def _scheduling_due(self, table: WatchedTable) -> bool:
+        now = self._clock()
+        if (
+            table.listing != table.scheduled_listing
+            or now - table.scheduled_at >= self.config.reschedule_interval
+        ):
+            table.scheduled_at = now
+            return True
+        return False
+
+    def _table_settings(self, table: WatchedTable) -> dict[str, str]:
+        assert table.config is not None
+        return {**table.config.props, **table.settings.hoodie}
+
+    def _schedule(self, table: WatchedTable) -> bool:
+        """Schedule what is due on ``table``; true when something was scheduled."""
+        from hoodie.clean.plan import CleanConfig, FailedWritesPolicy, schedule_clean
+        from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
+        from hoodie.compaction.plan import schedule_compaction
+        from hoodie.compaction.strategy import CompactionConfig
+        from hoodie.compaction.trigger import TriggerConfig
+        from hoodie.metadata_table import refuse_metadata_table
+        from hoodie.write.failed_writes import HeartbeatConfig, rollback_failed_writes
+
+        assert table.config is not None
+        storage, config = table.storage, table.config
+        try:
+            claim = self.coordination.claim(storage, table.key, SCHEDULE_CLAIM)
+        except ClaimHeld:
+            logger.debug("another replica is scheduling %s", table.name)
+            return False
+        settings = self._table_settings(table)
+        scheduled = False
+        try:
+            generator = InstantTimeGenerator()
+            for service in table.settings.schedule:
+                lock = self.coordination.table_lock(storage, config, table.settings.hoodie)
+                if service == "compaction":
+                    if config.table_type is not TableType.MERGE_ON_READ:
+                        continue
+                    refuse_metadata_table(storage, config, "compaction")
+                    result = schedule_compaction(
+                        storage,
+                        lock,
+                        config=CompactionConfig.from_config(settings),
+                        trigger=TriggerConfig.from_config(settings),
+                        time_generator=generator,
+                    )
+                    instant, reason = result.instant, result.reason
+                elif service == "clustering":
+                    c = schedule_clustering(
+                        storage,
+                        lock,
+                        config=ClusteringConfig.from_config(settings),
+                        respect_trigger=True,
+                        time_generator=generator,
+                    )
+                    instant, reason = c.instant, c.reason
+                else:
+                    clean_config = CleanConfig.from_config(settings)
+                    refuse_metadata_table(storage, config, "clean")
+                    if clean_config.failed_writes is FailedWritesPolicy.LAZY:
+                        for done in rollback_failed_writes(
+                            storage, lock, HeartbeatConfig.from_config(settings)
+                        ):
+                            logger.info(
+                                "rolled back failed write %s of %s (heartbeat expired): %d file(s) deleted",
+                                done.rolled_back,
+                                table.name,
+                                len(done.deleted),
+                            )
+                            self.metrics.files_deleted.labels(table=table.name, action="rollback").inc(
+                                len(done.deleted)
+                            )
+                    cl = schedule_clean(
+                        storage, lock, config=clean_config, respect_trigger=True, time_generator=generator
+                    )
+                    instant, reason = cl.instant, cl.reason
+                if instant is not None:
+                    scheduled = True
+                    self.metrics.instants_scheduled.labels(table=table.name, action=service).inc()
+                    with log_context(action=service, instant=instant.time):
+                        logger.info("scheduled %s %s on %s: %s", service, instant.time, table.name, reason)
+                else:
+                    logger.debug("no %s scheduled on %s: %s", service, table.name, reason)
+        finally:
+            claim.release()
+        return scheduled
+
+    def _collect(self, table: WatchedTable) -> None:
+        """Record the table's pending instants (gauges) and the runnable ones (work items)."""
+        from hoodie.clustering.plan import is_clustering
+
+        assert table.timeline is not None
+        assert table.config is not None
+        version = table.config.table_version
+        pending: dict[str, list[Instant]] = {s: [] for s in ("compaction", "clustering", "clean", "indexing")}
+        clustering_actions = {"clustering", "replacecommit"} if version >= 8 else {"replacecommit"}
+        loaded: Table | None = None
+        for instant in table.timeline.pending():
+            if instant.action == COMPACTION:
+                pending["compaction"].append(instant)
+            elif instant.action == CLEAN:
+                pending["clean"].append(instant)
+            elif instant.action == INDEXING:
+                pending["indexing"].append(instant)
+            elif instant.action in clustering_actions:
+                if instant.action == "replacecommit":  # a clustering only when it carries a clustering plan
+                    loaded = loaded or Table(table.storage, table.config, table.timeline)
+                    if not is_clustering(loaded, instant.time):
+                        continue
+                pending["clustering"].append(instant)
+        table.pending = pending
+        now_wall = time.time()
+        zone_now = InstantTimeGenerator().now_in_zone(table.config)
+        items: list[WorkItem] = []
+        seen_inflight: set[str] = set()
+        for service, instants in pending.items():
+            oldest = 0.0
+            if instants:
+                with contextlib.suppress(HoodieError):
+                    oldest = max(0.0, (zone_now - parse_instant_time(instants[0].time)).total_seconds())
+            self.metrics.set_pending(table.name, service, len(instants), oldest)
+            if service not in table.settings.services:
+                continue
+            for instant in instants:
+                if service == "indexing":
+                    self._note_once(
+                        table,
+                        service,
+                        instant,
+                        "indexing instants are not run yet (the indexing "
+                        "service comes with the metadata-table work); left to Hudi's HoodieIndexer",
+                    )
+                    continue
+                item = WorkItem(table, service, instant)
+                if instant.state is State.INFLIGHT and not self._takeover_due(item, now_wall):
+                    seen_inflight.add(instant.time)
+                    continue
+                seen_inflight.add(instant.time)
+                items.append(item)
+        for t in [t for t in table.unclaimed_since if t not in seen_inflight]:
+            del table.unclaimed_since[t]
+        table.items = tuple(items)
+
+    def _note_once(self, table: WatchedTable, service: str, instant: Instant, message: str) -> None:
+        key = (table.key, service, instant.time)
+        if key not in self._noted:
+            self._noted.add(key)
+            with log_context(action=service, instant=instant.time):
+                logger.warning("%s %s on %s: %s", service, instant.time, table.name, message)
+
+    def _takeover_due(self, item: WorkItem, now_wall: float) -> bool:
+        """An inflight instant is runnable when we run it, or when nobody has claimed it for
+        ``takeover_grace`` and its Hudi heartbeat (if any) is stale."""
+        from hoodie.write.failed_writes import HeartbeatConfig, last_heartbeat_ms
+
+        table = item.table
+        if item.ident in self._running:
+            return False
+        try:
+            holder = self.coordination.holder(table.storage, table.key, item.claim_name)
+        except Exception as e:
+            logger.warning("cannot read the claim of %s %s: %s", item.service, item.instant.time, e)
+            return False
+        if holder is not None:
+            table.unclaimed_since.pop(item.instant.time, None)
+            return False
+        first = table.unclaimed_since.setdefault(item.instant.time, self._clock())
+        if self._clock() - first < self.config.jobs.takeover_grace:
+            return False
+        beat = last_heartbeat_ms(table.storage, item.instant.time)
+        expiry = HeartbeatConfig.from_config(self._table_settings(table)).expiry_ms
+        return not (beat and now_wall * 1000 - beat < expiry)
+
+    # -- workers ------------------------------------------------------------------------------------------
+
+    def start_workers(self, *, until_idle: bool = False) -> None:
+        """Start the worker threads; ``until_idle``: they exit when the queue runs dry (``run --once``)."""
+        for i in range(self.config.spark.max_concurrent_jobs):
+            t = threading.Thread(
+                target=self._worker, args=(until_idle,), name=f"hoodied-worker-{i}", daemon=True
+            )
+            t.start()
+            self._workers.append(t)
+
+    def _next_item(self, until_idle: bool) -> WorkItem | None:
+        """The first queued item nobody here runs and that is not backing off; with ``until_idle``, ``None``
+        as soon as there is none (one pass), else wait for the next poll."""
+        with self._cond:
+            while not self._stop.is_set():
+                now = self._clock()
+                for i, item in enumerate(self._queue):
+                    if item.ident in self._running or self._backing_off(item, now):
+                        continue
+                    del self._queue[i]
+                    self._running[item.ident] = item
+                    return item
+                if until_idle:
+                    return None
+                self._cond.wait(timeout=self.config.poll_interval)
+            return None
+
+    def _backing_off(self, item: WorkItem, now: float) -> bool:
+        attempts = self._attempts.get(item.ident)
+        return attempts is not None and (attempts.given_up or now < attempts.retry_at)
+
+    def _worker(self, until_idle: bool) -> None:
+        while True:
+            item = self._next_item(until_idle)
+            if item is None:
+                return
+            try:
+                self.run_item(item)
+            except Exception:  # a bug in bookkeeping must not kill the worker
+                logger.exception("unexpected error running %s %s", item.service, item.instant.time)
+            finally:
+                with self._cond:
+                    self._running.pop(item.ident, None)
+                    self._cond.notify_all()
+
+    def run_item(self, item: WorkItem) -> JobOutcome | None:
+        """Claim and run one instant; ``None`` when another runner has it."""
+        table = item.table
+        with log_context(table=table.name, action=item.service, instant=item.instant.time):
+            try:
+                claim = self.coordination.claim(table.storage, table.key, item.claim_name)
+            except ClaimHeld as e:
+                logger.debug("skipping: %s", e)
+                return None
+            self.metrics.claims_held.inc()
+            try:
+                return self._run_claimed(item, claim)
+            finally:
+                claim.release()
+                self.metrics.claims_held.dec()
+
+    def _run_claimed(self, item: WorkItem, claim: Claim) -> JobOutcome | None:
+        table = item.table
+        T = item.instant.time
+        current = Table.load(table.storage)
+        now = current.timeline.get(T)
+        if now is None or now.is_completed:
+            logger.info("%s %s is no longer pending (done by another runner)", item.service, T)
+            return None
+        group = job_group(item.service, T)
+        lost = threading.Event()
+
+        def cancel() -> None:
+            lost.set()
+            logger.warning("claim on %s %s lost: cancelling its Spark job group %s", item.service, T, group)
+            self._cancel_group(group)
+
+        self.coordination.on_lost(claim, cancel)
+        self.metrics.job_started(table.name, item.service)
+        logger.info(
+            "running %s %s of %s (%s) as replica %s",
+            item.service,
+            T,
+            table.name,
+            now.state.name.lower(),
+            self.config.replica,
+        )
+        started = self._clock()
+        outcome: JobOutcome
+        try:
+            outcome = self._execute(item, claim, current)
+        except ClaimLost as e:
+            outcome = self._outcome(item, False, "claim_lost", f"claim lost, not committed: {e}", started)
+        except ClusteringConflict as e:
+            outcome = self._outcome(item, False, "conflict", f"aborted on a conflicting write: {e}", started)
+        except (NothingToCompact, NothingToCluster, NothingToClean) as e:
+            outcome = self._outcome(item, True, "already_done", str(e), started)
+        except (JobFailed, HoodieError) as e:
+            kind = "claim_lost" if lost.is_set() else "cancelled" if self._cancelled.is_set() else "failed"
+            outcome = self._outcome(item, False, kind, f"{type(e).__name__}: {e}", started)
+        except Exception as e:
+            kind = "claim_lost" if lost.is_set() else "cancelled" if self._cancelled.is_set() else "unknown"
+            logger.exception("%s %s of %s: unexpected error", item.service, T, table.name)
+            outcome = self._outcome(item, False, kind, f"{type(e).__name__}: {e}", started)
+        self._record(item, outcome)
+        return outcome
+
+    def _outcome(self, item: WorkItem, ok: bool, kind: str, message: str, started: float) -> JobOutcome:
+        return JobOutcome(item.service, item.instant.time, ok, kind, message, self._clock() - started)
+
+    def _execute(self, item: WorkItem, claim: Claim, current: Table) -> JobOutcome:
+        from hoodie.write.base_file import ParquetOptions
+        from hoodied.cleaner import run_clean_job
+        from hoodied.clusterer import run_clustering_job
+        from hoodied.compactor import run_compaction_job
+
+        table = item.table
+        storage = table.storage
+        settings = {**current.config.props, **table.settings.hoodie}
+        lock = self.coordination.table_lock(storage, current.config, table.settings.hoodie)
+        T = item.instant.time
+        started = self._clock()
+        spark = self._spark()
+        if self.config.spark.fair_pools:
+            spark.sparkContext.setLocalProperty("spark.scheduler.pool", item.service)
+        try:
+            if item.service == "compaction":
+                c = run_compaction_job(
+                    spark, storage, lock, T, parquet=ParquetOptions.from_config(settings), fence=claim.check
+                )
+                md = c.result.metadata
+                return JobOutcome(
+                    item.service,
+                    T,
+                    True,
+                    "done",
+                    f"{len(md.write_stats)} base file(s), {c.result.records_written} record(s)"
+                    + (
+                        f"; rolled back an unfinished attempt ({c.rolled_back_files} file(s))"
+                        if c.rolled_back_files
+                        else ""
+                    ),
+                    self._clock() - started,
+                    c.result.records_written,
+                    c.result.bytes_written,
+                    c.rolled_back_files,
+                )
+            if item.service == "clustering":
+                k = run_clustering_job(
+                    spark, storage, lock, T, parquet=ParquetOptions.from_config(settings), fence=claim.check
+                )
+                return JobOutcome(
+                    item.service,
+                    T,
+                    True,
+                    "done",
+                    f"{k.result.file_groups_replaced} file group(s) rewritten into "
+                    f"{len(k.result.metadata.write_stats)} file(s), {k.result.records_written} record(s)",
+                    self._clock() - started,
+                    k.result.records_written,
+                    k.result.bytes_written,
+                    k.rolled_back_files,
+                )
+            r = run_clean_job(spark, storage, lock, T, fence=claim.check)
+            return JobOutcome(
+                item.service,
+                T,
+                True,
+                "done",
+                f"{r.result.files_deleted} file(s) deleted, {r.result.bytes_deleted} byte(s) freed, "
+                f"{len(r.result.failed)} failed",
+                self._clock() - started,
+                files_deleted=r.result.files_deleted,
+            )
+        finally:
+            if self.config.spark.fair_pools:
+                spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
+
+    def _record(self, item: WorkItem, outcome: JobOutcome) -> None:
+        table = item.table
+        outcome.replica = self.config.replica
+        outcome.finished_at_ms = int(time.time() * 1000)
+        table.last_results[item.service] = outcome
+        self.metrics.job_finished(
+            table.name,
+            item.service,
+            outcome.seconds,
+            ok=outcome.ok,
+            kind="" if outcome.ok else outcome.kind,
+            records=outcome.records,
+            bytes_written=outcome.bytes_written,
+            files_deleted=outcome.files_deleted,
+        )
+        T = item.instant.time
+        if outcome.ok:
+            self._attempts.pop(item.ident, None)
+            logger.info(
+                "%s %s of %s %s in %.1f s: %s",
+                item.service,
+                T,
+                table.name,
+                "completed" if outcome.kind == "done" else "needed nothing",
+                outcome.seconds,
+                outcome.message,
+            )
+        elif outcome.kind in ("failed", "unknown"):
+            attempts = self._attempts.setdefault(item.ident, _Attempts())
+            attempts.failures += 1
+            if attempts.failures >= self.config.jobs.max_attempts:
+                attempts.given_up = True
+                self.metrics.instants_given_up.labels(table=table.name, action=item.service).inc()
+                logger.error(
+                    "%s %s of %s failed %d times; giving up until restart: %s",
+                    item.service,
+                    T,
+                    table.name,
+                    attempts.failures,
+                    outcome.message,
+                )
+            else:
+                delay = self.config.jobs.retry_delay(attempts.failures)
+                attempts.retry_at = self._clock() + delay
+                logger.error(
+                    "%s %s of %s failed (attempt %d of %d), retrying in %.0f s: %s",
+                    item.service,
+                    T,
+                    table.name,
+                    attempts.failures,
+                    self.config.jobs.max_attempts,
+                    delay,
+                    outcome.message,
+                )
+        else:
+            logger.warning("%s %s of %s: %s (%s)", item.service, T, table.name, outcome.message, outcome.kind)
+        write_last_result(table.storage, outcome)
+
+    # -- shutdown -----------------------------------------------------------------------------------------
+
+    def _cancel_group(self, group: str) -> None:
+        try:
+            self._spark().sparkContext.cancelJobGroup(group)
+        except Exception as e:
+            logger.warning("could not cancel Spark job group %s: %s", group, e)
+
+    @property
+    def running(self) -> list[WorkItem]:
+        with self._cond:
+            return list(self._running.values())
+
+    def stop_claiming(self) -> None:
+        with self._cond:
+            self._stop.set()
+            self._queue = []
+            self._cond.notify_all()
+
+    def drain(self, grace: float) -> bool:
+        """Stop taking work; wait up to ``grace`` seconds for running jobs, then cancel them (they stay
+        retryable: a cancelled task rolls its instant back to requested, or leaves it for a takeover).
+        True when every job ended within the grace period."""
+        self.stop_claiming()
+        deadline = time.monotonic() + grace
+        for t in self._workers:
+            t.join(max(0.0, deadline - time.monotonic()))
+        if not any(t.is_alive() for t in self._workers):
+            return True
+        self._cancelled.set()
+        for item in self.running:
+            logger.warning(
+                "shutdown grace over: cancelling %s %s of %s",
+                item.service,
+                item.instant.time,
+                item.table.name,
+            )
+            self._cancel_group(job_group(item.service, item.instant.time))
+        for t in self._workers:
+            t.join(60.0)
+        return False
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait for ``until_idle`` workers to finish."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for t in self._workers:
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self._workers)
+
+
+# -- last results (hoodied status) ---------------------------------------------------------------------------
+
+RESULTS_FOLDER = ".hoodie/.aux/hoodied/results"
+
+
+def write_last_result(storage: Storage, outcome: JobOutcome) -> None:
+    """Keep the outcome of each service's last job in the table, for ``hoodied status`` (any replica's)."""
+    import json
+
+    try:
+        storage.create(
+            f"{RESULTS_FOLDER}/{outcome.service}.json",
+            json.dumps(outcome.__dict__, sort_keys=True).encode("utf-8"),
+            overwrite=True,
+        )
+    except Exception as e:  # the result is informational; the job's outcome stands
+        logger.warning("could not record the last %s result: %s", outcome.service, e)
+
+
+def read_last_results(storage: Storage) -> dict[str, dict[str, object]]:
+    import json
+
+    out: dict[str, dict[str, object]] = {}
+    for service in ("compaction", "clustering", "clean", "indexing"):
+        try:
+            value = json.loads(storage.read(f"{RESULTS_FOLDER}/{service}.json"))
+        except Exception:
+            continue
+        if isinstance(value, dict):
+            out[service] = value
+    return out
+
+
+__all__ = [
+    "JobOutcome",
+    "Supervisor",
+    "WatchedTable",
+    "WorkItem",
+    "discover_tables",
+    "read_last_results",
+    "write_last_result",
+]
