@@ -495,12 +495,20 @@ class Supervisor:
 
     def start_workers(self, *, until_idle: bool = False) -> None:
         """Start the worker threads; ``until_idle``: they exit when the queue runs dry (``run --once``)."""
+        self._workers = [t for t in self._workers if t.is_alive()]
         for i in range(self.config.spark.max_concurrent_jobs):
             t = threading.Thread(
                 target=self._worker, args=(until_idle,), name=f"hoodied-worker-{i}", daemon=True
             )
             t.start()
             self._workers.append(t)
+
+    def run_pass(self, timeout: float | None = None) -> bool:
+        """One pass (``run --once``): poll, run what it found, return when nothing runnable is left (True) or
+        after ``timeout`` seconds (False)."""
+        self.poll()
+        self.start_workers(until_idle=True)
+        return self.wait_idle(timeout)
 
     def _next_item(self, until_idle: bool) -> WorkItem | None:
         """The first queued item nobody here runs and that is not backing off; with ``until_idle``, ``None``

@@ -311,6 +311,7 @@ def test_three_replicas_run_thirty_instants_exactly_once(
         assert max(s.get("hoodied_pending_instants", 0) for s in r.scrapes) > 0, r.name
         assert last["hoodied_pending_instants"] == 0, (r.name, last)
         assert last["hoodied_zookeeper_connected"] == 1
+        assert last["hoodied_lock_wait_seconds_count"] > 0  # the table lock, taken through ZooKeeper
     print(f"30 instants on 10 tables by 3 replicas in {took:.1f} s; runs per replica: {dict(by_replica)}")
 
 
@@ -375,6 +376,18 @@ def test_a_replica_killed_mid_job_leaves_the_instant_to_another(
     target = _compactions(t)
     _wait_claimed_by(cluster, "victim", {f"compaction-{i.time}" for i in target})
     _wait_files_written(t.root, target[0].time)  # mid-job (the other compaction's tasks may still queue)
+    status = subprocess.run(
+        [sys.executable, "-m", "hoodied.cli", "status", "--config", str(tmp_path / "victim.yaml"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert status.returncode == 0, status.stderr
+    claims = json.loads(status.stdout)[0]["claims"]
+    for i in target:
+        holder = claims[f"compaction-{i.time}"]
+        assert holder["replica"] == "victim"
+        assert holder["pid"] == victim.proc.pid
     rescuer = cluster.start("rescuer")
     cluster.wait_ready(rescuer)
     os.killpg(victim.proc.pid, signal.SIGKILL)  # the pod is gone: driver, Spark JVM and Python workers

@@ -1,0 +1,185 @@
+"""The supervisor's rules, in this process (embedded coordination, the test session's Spark): a failing
+instant backs off and is given up after its attempts while other work goes on; an abandoned inflight instant
+is taken over only after the grace; SIGTERM drains a running job and exits 0, leaving it retryable."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon_tables import assert_same_snapshot, mor_table, snapshot
+from hoodie import Table
+from hoodie.compaction.execute import prepare_compaction
+from hoodie.lock import FileSystemLock
+from hoodie.storage import Storage
+from hoodie.timeline.instant import State
+from hoodied.config import DaemonConfig
+from hoodied.coordination import EmbeddedCoordination
+from hoodied.health import Heartbeats
+from hoodied.metrics import Metrics
+from hoodied.supervisor import Supervisor
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _supervisor(config: DaemonConfig, spark: Any, clock: Clock) -> Supervisor:
+    metrics = Metrics(replica="t")
+    return Supervisor(
+        config,
+        EmbeddedCoordination(metrics.observe_lock_wait),
+        metrics,
+        Heartbeats(started_at=time.time()),
+        lambda: spark,
+        clock=clock,
+    )
+
+
+def _pass(supervisor: Supervisor) -> None:
+    assert supervisor.run_pass(timeout=300)
+
+
+def _value(s: Supervisor, name: str, **labels: str) -> float:
+    return s.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_a_failing_instant_backs_off_and_is_given_up_while_others_run(
+    tmp_path: Path, spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    bad = mor_table(tmp_path / "bad", 8, seed=21)
+    good = mor_table(tmp_path / "good", 8, seed=22)
+    broken = bad.pending[1]  # a compaction whose plan we damage
+    table = Table.open(str(bad.root))
+    plan_file = bad.root / table.timeline.file_of(broken.time, State.REQUESTED)
+    plan_file.write_bytes(b"Obj\x01 not a plan")
+    config = DaemonConfig.parse(
+        textwrap.dedent(
+            f"""
+            metrics: {{port: null}}
+            jobs: {{max_attempts: 2, backoff: 30s}}
+            tables: [{bad.root}, {good.root}]
+            """
+        )
+    )
+    clock = Clock()
+    s = _supervisor(config, spark, clock)
+    _pass(s)
+    assert not Table.open(str(good.root)).timeline.pending()
+    assert _value(s, "hoodied_jobs_failed_total", table="bad", action="compaction", kind="failed") == 1
+    assert _value(s, "hoodied_jobs_succeeded_total", table="bad", action="compaction") == 1  # the other one
+    assert (
+        f"compaction {broken.time} of bad failed (attempt 1 of 2), retrying in 30 s: CorruptTimelineFile"
+        in (caplog.text)
+    )
+
+    _pass(s)  # backing off: not retried yet
+    assert _value(s, "hoodied_jobs_failed_total", table="bad", action="compaction", kind="failed") == 1
+    clock.now += 31
+    _pass(s)  # second attempt fails: given up
+    assert _value(s, "hoodied_jobs_failed_total", table="bad", action="compaction", kind="failed") == 2
+    assert _value(s, "hoodied_instants_given_up_total", table="bad", action="compaction") == 1
+    assert f"compaction {broken.time} of bad failed 2 times; giving up until restart" in caplog.text
+    clock.now += 3600
+    _pass(s)
+    assert _value(s, "hoodied_jobs_failed_total", table="bad", action="compaction", kind="failed") == 2
+    # Nothing lost: the damaged instant is still requested, every committed row reads as before.
+    now = Table.open(str(bad.root)).timeline.get(broken.time)
+    assert now is not None
+    assert now.state is State.REQUESTED
+    assert _value(s, "hoodied_pending_instants", table="bad", action="compaction") == 1
+
+
+def test_an_abandoned_inflight_instant_is_taken_over_after_the_grace(tmp_path: Path, spark: Any) -> None:
+    t = mor_table(tmp_path / "orders", 6, seed=23)
+    before = snapshot(t.root)
+    storage = Storage.for_uri(str(t.root))
+    target = t.pending[1]
+    prepare_compaction(storage, FileSystemLock(storage), target.time)  # a runner that then died
+    config = DaemonConfig.parse(
+        f"metrics: {{port: null}}\njobs: {{takeover_grace: 60s}}\ntables: [{t.root}]\n"
+    )
+    clock = Clock()
+    s = _supervisor(config, spark, clock)
+    _pass(s)
+    now = Table.open(str(t.root)).timeline.get(target.time)
+    assert now is not None
+    assert now.state is State.INFLIGHT  # within the grace: left alone
+    assert len(Table.open(str(t.root)).timeline.pending()) == 1
+    clock.now += 61
+    _pass(s)
+    now = Table.open(str(t.root)).timeline.get(target.time)
+    assert now is not None
+    assert now.is_completed
+    assert_same_snapshot(before, snapshot(t.root), "after the takeover")
+
+
+def test_sigterm_drains_then_cancels_a_running_job_and_exits_0(tmp_path: Path) -> None:
+    t = mor_table(tmp_path / "orders", 8, seed=24)
+    before = snapshot(t.root)
+    config = tmp_path / "hoodied.yaml"
+    config.write_text(
+        textwrap.dedent(
+            f"""
+            poll_interval: 1s
+            spark: {{master: "local[2]", max_concurrent_jobs: 1}}
+            metrics: {{port: null}}
+            jobs: {{shutdown_grace: 3s, takeover_grace: 0s}}
+            tables: [{t.root}]
+            """
+        )
+    )
+    env = {**os.environ, "HOODIE_FAILPOINTS": "compaction.task_after_write=sleep:300"}
+    log = tmp_path / "daemon.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hoodied.cli", "run", "--config", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        first = t.pending[1].time
+        while not any(first in p.name for p in t.root.rglob("*.parquet")):
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            assert proc.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.3)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, log.read_text()[-3000:]
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    text = log.read_text()
+    assert "cancelled the jobs still running" in text, text[-3000:]
+    assert took < 3 + 30, took
+    # Retryable: another run completes every instant, and no committed row was lost.
+    env.pop("HOODIE_FAILPOINTS")
+    done = subprocess.run(
+        [sys.executable, "-m", "hoodied.cli", "run", "--config", str(config), "--once"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert not Table.open(str(t.root)).timeline.pending()
+    assert_same_snapshot(before, snapshot(t.root), "after drain and re-run")
