@@ -40,6 +40,7 @@ from hoodie.clustering.execute import ClusteringConflict, NothingToCluster
 from hoodie.compaction.execute import NothingToCompact
 from hoodie.config import TableConfig, TableType
 from hoodie.errors import HoodieError
+from hoodie.metadata_table import refuse_metadata_table
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.instant import CLEAN, COMPACTION, INDEXING, Instant, State
@@ -298,6 +299,7 @@ class Supervisor:
         listing = frozenset(f.name for f in storage.list(table.config.timeline_path) if not f.is_dir)
         if listing != table.listing:
             table.config = TableConfig.load(storage)  # an upgrade or a new property shows with new instants
+            refuse_metadata_table(storage, table.config, "table service")
             table.timeline = Timeline.from_file_names(
                 listing,
                 layout_version=table.config.timeline_layout_version,
@@ -337,7 +339,6 @@ class Supervisor:
         from hoodie.compaction.plan import schedule_compaction
         from hoodie.compaction.strategy import CompactionConfig
         from hoodie.compaction.trigger import TriggerConfig
-        from hoodie.metadata_table import refuse_metadata_table
         from hoodie.write.failed_writes import HeartbeatConfig, rollback_failed_writes
 
         assert table.config is not None
@@ -564,7 +565,15 @@ class Supervisor:
     def _run_claimed(self, item: WorkItem, claim: Claim) -> JobOutcome | None:
         table = item.table
         T = item.instant.time
-        current = Table.load(table.storage)
+        started = self._clock()
+        try:
+            current = Table.load(table.storage)
+        except Exception as e:
+            unread = self._outcome(
+                item, False, "failed", f"cannot read the table: {type(e).__name__}: {e}", started
+            )
+            self._record(item, unread)
+            return unread
         now = current.timeline.get(T)
         if now is None or now.is_completed:
             logger.info("%s %s is no longer pending (done by another runner)", item.service, T)
@@ -587,7 +596,7 @@ class Supervisor:
             now.state.name.lower(),
             self.config.replica,
         )
-        started = self._clock()
+        started = self._clock()  # the job's own time (not the table read before it)
         outcome: JobOutcome
         try:
             outcome = self._execute(item, claim, current)

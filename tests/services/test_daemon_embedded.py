@@ -111,22 +111,32 @@ def test_scheduling_where_configured_then_running_it(tmp_path: Path, spark: Any)
     assert _sample(again, "hoodied_instants_scheduled_total", table="trips", action="compaction") == 0
 
 
-def test_a_broken_table_does_not_stop_the_others(tmp_path: Path, spark: Any) -> None:
+def test_a_broken_table_does_not_stop_the_others(
+    tmp_path: Path, spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     good = mor_table(tmp_path / "good", 6, seed=3)
     broken = tmp_path / "broken"
     (broken / ".hoodie").mkdir(parents=True)
     (broken / ".hoodie" / "hoodie.properties").write_text("hoodie.table.version=4\nhoodie.table.name=x\n")
+    with_mdt = cow_table(tmp_path / "with_mdt", 8, seed=5)
+    (with_mdt.root / ".hoodie" / "metadata" / ".hoodie").mkdir(parents=True)
+    (with_mdt.root / ".hoodie" / "metadata" / ".hoodie" / "hoodie.properties").write_text("")
     config = _config(
         tmp_path,
         f"""
         metrics: {{port: null}}
-        tables: [{broken}, {good.root}]
+        tables: [{broken}, {good.root}, {with_mdt.root}]
         """,
     )
     daemon = Daemon(config, spark=spark)
-    assert daemon.run(once=True, handle_signals=False) == 0
+    with caplog.at_level("ERROR"):
+        assert daemon.run(once=True, handle_signals=False) == 0
     assert not Table.open(str(good.root)).timeline.pending()
     assert _sample(daemon, "hoodied_table_poll_failures_total", table="broken") == 1
+    assert _sample(daemon, "hoodied_table_poll_failures_total", table="with_mdt") == 1
+    assert "MetadataTableNotSupported" in caplog.text
+    assert len(Table.open(str(with_mdt.root)).timeline.pending()) == 3  # untouched
+    assert _sample(daemon, "hoodied_jobs_started_total", table="with_mdt", action="clean") == 0
     assert _sample(daemon, "hoodied_jobs_succeeded_total", table="good", action="compaction") == 2
     report = status_report(config)
     assert "error" in report[0], report[0]
