@@ -2,7 +2,7 @@
 
 Every key, its default and its meaning (the README's configuration reference is this list)::
 
-    replica: NAME                 # this replica's name in claims, logs and metrics (default: host name)
+    replica: NAME                 # name in claims, logs, metrics (default: $HOODIED_REPLICA, or host name)
     poll_interval: 30s            # how often each table's timeline is polled (seconds, or 500ms, 30s, 5m, 1h)
     poll_jitter: 0.1              # each poll starts up to this fraction of the interval late (spreads out)
     reschedule_interval: 5m       # scheduling is re-evaluated this often even when nothing changed
@@ -71,6 +71,11 @@ SERVICES = ("compaction", "clustering", "clean", "indexing")
 SCHEDULABLE = ("compaction", "clustering", "clean")
 
 _T = TypeVar("_T")
+
+
+def default_replica() -> str:
+    """``$HOODIED_REPLICA`` (a pod's name through the downward API), else the host name (a pod's name too)."""
+    return os.environ.get("HOODIED_REPLICA", "").strip() or socket.gethostname()
 
 
 class ConfigError(ServiceError):
@@ -304,7 +309,7 @@ class DiscoveryRoot:
 class DaemonConfig:
     """The whole configuration (see the module docstring for every key)."""
 
-    replica: str = field(default_factory=socket.gethostname)
+    replica: str = field(default_factory=default_replica)
     poll_interval: float = 30.0
     poll_jitter: float = 0.1
     reschedule_interval: float = 300.0
@@ -343,7 +348,7 @@ class DaemonConfig:
 
 def _parse(raw: object, source: str) -> DaemonConfig:
     top = _Section(raw, "")
-    replica = top.get("replica", socket.gethostname(), _str)
+    replica = top.get("replica", default_replica(), _str)
     if not re.fullmatch(r"[A-Za-z0-9._-]+", replica):
         raise ConfigError(f"replica: {replica!r} may hold only letters, digits, '.', '_' and '-'")
     poll_interval = top.get("poll_interval", 30.0, parse_duration)

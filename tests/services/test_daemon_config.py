@@ -168,3 +168,13 @@ def test_table_keys_and_the_hudi_lock_path() -> None:
     assert coordination.lock_path(config, {}) == "/hudi/locks/trips"
     assert coordination.lock_path(config, {"hoodie.write.lock.zookeeper.lock_key": "k"}) == "/hudi/locks/k"
     assert coordination.lock_path(config, {"hoodie.write.lock.zookeeper.base_path": "/w/"}) == "/w/trips"
+
+
+def test_the_replica_name_defaults_to_the_environment_then_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    monkeypatch.delenv("HOODIED_REPLICA", raising=False)
+    assert _parse("tables: [/x]").replica == socket.gethostname()
+    monkeypatch.setenv("HOODIED_REPLICA", "hoodied-7f9c-2")
+    assert _parse("tables: [/x]").replica == "hoodied-7f9c-2"
+    assert _parse("replica: r1\ntables: [/x]").replica == "r1"
