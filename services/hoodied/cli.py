@@ -13,6 +13,7 @@
                   [--spark] [--spark-master URL] [--conf key=value ...]
     hoodied cluster PATH --mode schedule|execute|schedule-and-execute [--instant T] [--sort-columns a,b]
                     [--spark-master URL] [--conf key=value ...]
+    hoodied demo [--path DIR] [--duration S] [--port N] [--interval S] [--batch-rows N] [--drain-timeout S]
 
 Exit status 3: a clustering aborted on a conflict with a write (rolled back; schedule again).
 
@@ -358,6 +359,21 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from hoodied.demo import DemoOptions, run_demo
+
+    return run_demo(
+        DemoOptions(
+            path=args.path,
+            duration=args.duration,
+            port=args.port,
+            interval=args.interval,
+            batch_rows=args.batch_rows,
+            drain_timeout=args.drain_timeout,
+        )
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hoodied", description="Table services for Apache Hudi tables.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -437,6 +453,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spark-master", default="local[*]", help="Spark master (default: local[*] in-process)")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
     p.set_defaults(func=_cmd_cluster)
+
+    p = sub.add_parser(
+        "demo", help="a live MOR table, a writer and the daemon compacting, clustering and cleaning it"
+    )
+    p.add_argument("--path", default="./hoodied-demo", help="the demo table's folder")
+    p.add_argument("--duration", type=float, default=120.0, help="seconds before it stops by itself")
+    p.add_argument("--port", type=int, default=9464, help="metrics port on 127.0.0.1; 0: a free one")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between the writer's batches")
+    p.add_argument("--batch-rows", type=int, default=300, help="rows per batch (updates and new rows)")
+    p.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to finish pending table services once the writer stopped",
+    )
+    p.set_defaults(func=_cmd_demo)
     return parser
 
 

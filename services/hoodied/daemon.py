@@ -311,7 +311,7 @@ def status_report(config: DaemonConfig) -> list[dict[str, object]]:
             try:
                 table = Table.load(t.storage)
                 entry["version"] = table.config.table_version
-                entry["type"] = table.config.table_type
+                entry["type"] = table.config.table_type.value
                 entry["pending"] = [
                     {"instant": i.time, "action": i.action, "state": i.state.name.lower()}
                     for i in table.timeline.pending()
