@@ -43,7 +43,7 @@ from hoodie.errors import HoodieError
 from hoodie.metadata_table import refuse_metadata_table
 from hoodie.storage import Storage
 from hoodie.table import Table
-from hoodie.timeline.instant import CLEAN, COMPACTION, INDEXING, Instant, State
+from hoodie.timeline.instant import INDEXING, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator, parse_instant_time
 from hoodie.timeline.timeline import Timeline
 from hoodied.claims import Claim
@@ -296,27 +296,27 @@ class Supervisor:
         storage = table.storage
         if table.config is None:
             table.config = TableConfig.load(storage)
-        listing = frozenset(f.name for f in storage.list(table.config.timeline_path) if not f.is_dir)
-        if listing != table.listing:
-            table.config = TableConfig.load(storage)  # an upgrade or a new property shows with new instants
-            refuse_metadata_table(storage, table.config, "table service")
-            table.timeline = Timeline.from_file_names(
-                listing,
-                layout_version=table.config.timeline_layout_version,
-                folder=table.config.timeline_path,
-            )
-            table.listing = listing
+        self._read_timeline(table)
         if table.settings.schedule and not self._stop.is_set() and self._scheduling_due(table):
             if self._schedule(table):
-                listing = frozenset(f.name for f in storage.list(table.config.timeline_path) if not f.is_dir)
-                table.timeline = Timeline.from_file_names(
-                    listing,
-                    layout_version=table.config.timeline_layout_version,
-                    folder=table.config.timeline_path,
-                )
-                table.listing = listing
+                self._read_timeline(table)
             table.scheduled_listing = table.listing
         self._collect(table)
+
+    @staticmethod
+    def _read_timeline(table: WatchedTable) -> None:
+        """List the timeline folder; parse it (and re-read the config) only when the listing changed."""
+        assert table.config is not None
+        storage = table.storage
+        listing = frozenset(f.name for f in storage.list(table.config.timeline_path) if not f.is_dir)
+        if listing == table.listing:
+            return
+        table.config = TableConfig.load(storage)  # an upgrade or a new property shows with new instants
+        refuse_metadata_table(storage, table.config, "table service")
+        table.timeline = Timeline.from_file_names(
+            listing, layout_version=table.config.timeline_layout_version, folder=table.config.timeline_path
+        )
+        table.listing = listing
 
     def _scheduling_due(self, table: WatchedTable) -> bool:
         now = self._clock()
@@ -408,27 +408,19 @@ class Supervisor:
 
     def _collect(self, table: WatchedTable) -> None:
         """Record the table's pending instants (gauges) and the runnable ones (work items)."""
-        from hoodie.clustering.plan import is_clustering
+        from hoodie.clean.plan import pending_cleans
+        from hoodie.clustering.execute import pending_clusterings
+        from hoodie.compaction.execute import pending_compactions
 
         assert table.timeline is not None
         assert table.config is not None
-        version = table.config.table_version
-        pending: dict[str, list[Instant]] = {s: [] for s in ("compaction", "clustering", "clean", "indexing")}
-        clustering_actions = {"clustering", "replacecommit"} if version >= 8 else {"replacecommit"}
-        loaded: Table | None = None
-        for instant in table.timeline.pending():
-            if instant.action == COMPACTION:
-                pending["compaction"].append(instant)
-            elif instant.action == CLEAN:
-                pending["clean"].append(instant)
-            elif instant.action == INDEXING:
-                pending["indexing"].append(instant)
-            elif instant.action in clustering_actions:
-                if instant.action == "replacecommit":  # a clustering only when it carries a clustering plan
-                    loaded = loaded or Table(table.storage, table.config, table.timeline)
-                    if not is_clustering(loaded, instant.time):
-                        continue
-                pending["clustering"].append(instant)
+        view = Table(table.storage, table.config, table.timeline)
+        pending: dict[str, list[Instant]] = {
+            "compaction": pending_compactions(view),
+            "clustering": pending_clusterings(view),
+            "clean": pending_cleans(view),
+            "indexing": [i for i in table.timeline.pending() if i.action == INDEXING],
+        }
         table.pending = pending
         now_wall = time.time()
         zone_now = InstantTimeGenerator().now_in_zone(table.config)
