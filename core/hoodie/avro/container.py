@@ -28,6 +28,7 @@ import fastavro
 
 from hoodie.avro import AvroSchema
 from hoodie.errors import CorruptTimelineFile
+from hoodie.varint import varint
 
 __all__ = [
     "MAGIC",
@@ -232,16 +233,8 @@ def _parse_writer_schema(schema_json: str) -> tuple[str, Any]:
 
 
 def _long(n: int) -> bytes:
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        byte = z & 0x7F
-        z >>= 7
-        if z:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    """An Avro long: zig-zag, then a base-128 varint."""
+    return varint((n << 1) ^ (n >> 63))
 
 
 def _bytes(b: bytes) -> bytes:
