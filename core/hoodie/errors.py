@@ -120,3 +120,15 @@ class InvalidWriteConfig(HoodieError):
 
     The message names the key and the value.
     """
+
+
+class UnsupportedHFile(HoodieError):
+    """An HFile of a kind this library does not read: a major version other than 3, a compression codec
+    other than GZ or NONE, encryption, an encoded data block. The message names what was found."""
+
+
+class CorruptHFile(HoodieError):
+    """An HFile's trailer, block headers, checksums, index or cells do not check out (truncated or damaged).
+
+    The message names the offset and what was expected there.
+    """
