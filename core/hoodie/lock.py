@@ -91,6 +91,30 @@ def held(lock: LockProvider) -> Iterator[None]:
         yield
 
 
+class AcquireOnEnter:
+    """``with lock:`` for lock classes: acquire with the object's ``_acquire_timeout``, release on exit."""
+
+    _acquire_timeout: float
+
+    def acquire(self, timeout: float) -> None:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.acquire(self._acquire_timeout)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
 @dataclass(frozen=True)
 class LockHolder:
     """What a lock file says about its holder.
@@ -107,7 +131,7 @@ class LockHolder:
         return self.expires_at is not None and now > self.expires_at
 
 
-class FileSystemLock:
+class FileSystemLock(AcquireOnEnter):
     """The table lock as a file created with create-if-absent (local file systems only).
 
     ``path`` is relative to the table's base path; ``expire_seconds`` bounds how long a crashed holder blocks
@@ -196,18 +220,6 @@ class FileSystemLock:
                 f"the table lock {self._storage.full_path(self._path)} was no longer ours when released "
                 "(it expired and was broken, or is being broken): work done under it may have raced"
             )
-
-    def __enter__(self) -> Self:
-        self.acquire(self._acquire_timeout)
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
     # -- inspection --------------------------------------------------------------------------------------
 

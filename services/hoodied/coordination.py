@@ -23,11 +23,10 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping
-from types import TracebackType
-from typing import TYPE_CHECKING, Protocol, Self
+from typing import TYPE_CHECKING, Protocol
 
 from hoodie.config import TableConfig
-from hoodie.lock import FileSystemLock, LockProvider
+from hoodie.lock import AcquireOnEnter, FileSystemLock, LockProvider
 from hoodie.storage import Storage
 from hoodied.claims import Claim, LocalClaim
 from hoodied.config import ZooKeeperSettings
@@ -53,13 +52,13 @@ def claim_name(action: str, instant_time: str) -> str:
     return f"{action}-{instant_time}"
 
 
-class TimedLock:
+class TimedLock(AcquireOnEnter):
     """A :class:`~hoodie.lock.LockProvider` that reports how long each acquire waited."""
 
     def __init__(self, inner: LockProvider, observe: Callable[[float], None], timeout: float) -> None:
         self._inner = inner
         self._observe = observe
-        self._timeout = timeout
+        self._acquire_timeout = timeout
 
     def acquire(self, timeout: float) -> None:
         started = time.monotonic()
@@ -74,15 +73,6 @@ class TimedLock:
     @property
     def is_held(self) -> bool:
         return self._inner.is_held
-
-    def __enter__(self) -> Self:
-        self.acquire(self._timeout)
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.release()
 
     def __repr__(self) -> str:
         return f"TimedLock({self._inner!r})"

@@ -43,7 +43,6 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Final, Self
 
 from kazoo.client import KazooClient
@@ -59,6 +58,7 @@ from kazoo.recipe.lock import Lock
 from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE
 
 from hoodie.errors import LockError, LockLost, LockTimeout
+from hoodie.lock import AcquireOnEnter
 from hoodied.errors import ClaimHeld, ClaimLost, ServiceError
 
 logger = logging.getLogger(__name__)
@@ -607,7 +607,7 @@ class _CuratorCompatibleLock(Lock):  # type: ignore[misc]
     _NODE_NAME = CURATOR_LOCK_MARK
 
 
-class ZooKeeperLock:
+class ZooKeeperLock(AcquireOnEnter):
     """The table lock in ZooKeeper, excluding and excluded by Curator's ``InterProcessMutex`` at the same
     path (Hudi's ``ZookeeperBasedLockProvider``); a :class:`~hoodie.lock.LockProvider`.
 
@@ -717,18 +717,6 @@ class ZooKeeperLock:
                 f"the ZooKeeper session was interrupted while holding the table lock {self._path}: "
                 "work done under it may have raced"
             )
-
-    def __enter__(self) -> Self:
-        self.acquire(self._acquire_timeout)
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
 
 __all__ = [
