@@ -345,13 +345,17 @@ def _wait_claimed_by(cluster: Cluster, replica: str, names: set[str], timeout: f
     raise AssertionError(f"{replica} did not claim {names}: {_claims_of(cluster.zk, cluster.base_path)}")
 
 
-def _wait_files_written(root: Path, instant_time: str, timeout: float = 60.0) -> None:
+def _wait_files_written(root: Path, instant_times: set[str], timeout: float = 60.0) -> None:
+    """Until a base file of one of ``instant_times`` is written."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if any(instant_time in p.name and p.suffix == ".parquet" for p in root.rglob("*.parquet")):
+        if any(
+            p.name.rsplit("_", 1)[-1].removesuffix(".parquet") in instant_times
+            for p in root.rglob("*.parquet")
+        ):
             return
         time.sleep(0.3)
-    raise AssertionError(f"no file of {instant_time} appeared in {root}")
+    raise AssertionError(f"no file of {sorted(instant_times)} appeared in {root}")
 
 
 def _one_base_file_per_group(root: Path, instant_time: str) -> None:
@@ -365,17 +369,37 @@ def _compactions(t: PendingTable) -> list[Instant]:
     return [i for i in t.pending if i.action == "compaction"]
 
 
+def _replica_mid_job(
+    tmp_path: Path,
+    zk: ZooKeeperServer,
+    factory: list[Cluster],
+    *,
+    version: int,
+    seed: int,
+    name: str,
+    sleep: int,
+) -> tuple[PendingTable, pa.Table, Cluster, Replica, list[Instant]]:
+    """A MOR table with two pending compactions, and a replica that claimed both and is mid-job: its tasks
+    wrote a file, then sleep ``sleep`` seconds. Returns the table, hudi-rs's snapshot before, the cluster,
+    the replica and the compactions."""
+    t = mor_table(tmp_path / "orders", version, seed=seed)
+    before = _hudi_rs(t.root)
+    cluster = Cluster(tmp_path, zk, [t])
+    factory.append(cluster)
+    replica = cluster.start(name, failpoints=f"compaction.task_after_write=sleep:{sleep}", cores=2)
+    target = _compactions(t)
+    _wait_claimed_by(cluster, name, {f"compaction-{i.time}" for i in target})
+    # Mid-job: one compaction's tasks wrote (which one runs first is Spark's choice; the other's may queue).
+    _wait_files_written(t.root, {i.time for i in target})
+    return t, before, cluster, replica, target
+
+
 def test_a_replica_killed_mid_job_leaves_the_instant_to_another(
     tmp_path: Path, zookeeper_server: ZooKeeperServer, cluster_factory: list[Cluster]
 ) -> None:
-    t = mor_table(tmp_path / "orders", 8, seed=71)
-    before = _hudi_rs(t.root)
-    cluster = Cluster(tmp_path, zookeeper_server, [t])
-    cluster_factory.append(cluster)
-    victim = cluster.start("victim", failpoints="compaction.task_after_write=sleep:120", cores=2)
-    target = _compactions(t)
-    _wait_claimed_by(cluster, "victim", {f"compaction-{i.time}" for i in target})
-    _wait_files_written(t.root, target[0].time)  # mid-job (the other compaction's tasks may still queue)
+    t, before, cluster, victim, target = _replica_mid_job(
+        tmp_path, zookeeper_server, cluster_factory, version=8, seed=71, name="victim", sleep=120
+    )
     status = subprocess.run(
         [sys.executable, "-m", "hoodied.cli", "status", "--config", str(tmp_path / "victim.yaml"), "--json"],
         capture_output=True,
@@ -408,15 +432,9 @@ def test_a_replica_killed_mid_job_leaves_the_instant_to_another(
 def test_a_replica_whose_session_expires_does_not_commit(
     tmp_path: Path, zookeeper_server: ZooKeeperServer, cluster_factory: list[Cluster]
 ) -> None:
-    t = mor_table(tmp_path / "orders", 9, seed=72)
-    before = _hudi_rs(t.root)
-    cluster = Cluster(tmp_path, zookeeper_server, [t])
-    cluster_factory.append(cluster)
-    cut_off = cluster.start("cutoff", failpoints="compaction.task_after_write=sleep:300", cores=2)
-    target = _compactions(t)
-    names = {f"compaction-{i.time}" for i in target}
-    _wait_claimed_by(cluster, "cutoff", names)
-    _wait_files_written(t.root, target[0].time)  # mid-job (the other compaction's tasks may still queue)
+    t, before, cluster, cut_off, target = _replica_mid_job(
+        tmp_path, zookeeper_server, cluster_factory, version=9, seed=72, name="cutoff", sleep=300
+    )
     other = cluster.start("other")
     cluster.wait_ready(other)
     # Freeze the replica's driver (a long pause): its ZooKeeper session expires on the server, and the other
