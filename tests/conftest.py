@@ -182,6 +182,9 @@ _SELECTORS: dict[str, Callable[[FixtureTable], bool]] = {
     "supported_table": lambda t: t.refusal is None,
     "unsupported_table": lambda t: t.refusal is not None,
     "supported_mor_table": lambda t: t.refusal is None and t.is_mor,
+    "metadata_fixture_table": lambda t: (
+        t.refusal is None and bool(t.props.get("hoodie.table.metadata.partitions", "").strip())
+    ),
 }
 
 

@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import ClassVar, Self
 
 from hoodie.errors import (
     FileAlreadyExists,
@@ -198,6 +199,13 @@ def _parse_bool(key: str, value: str) -> bool:
     raise InvalidTableConfig(f"{key}={value!r} is not a boolean (true or false)")
 
 
+def is_metadata_table_props(props: Mapping[str, str]) -> bool:
+    """Whether ``hoodie.properties`` describes a metadata table (``.hoodie/metadata``): its key generator."""
+    return props.get(KEYGENERATOR_TYPE, "").strip() == "HOODIE_TABLE_METADATA" or props.get(
+        KEYGENERATOR_CLASS, ""
+    ).strip().endswith(".HoodieTableMetadataKeyGenerator")
+
+
 def _split_fields(value: str | None) -> tuple[str, ...]:
     if not value:
         return ()
@@ -210,17 +218,25 @@ class TableConfig:
 
     props: Mapping[str, str]
 
+    #: The only base file format accepted (a data table's; the metadata table's config says HFILE).
+    base_format_required: ClassVar[str] = "PARQUET"
+
     def __post_init__(self) -> None:
         self._validate()
+
+    def _format_hint(self, fmt: str) -> str:
+        if fmt == "HFILE" and is_metadata_table_props(self.props):
+            return "; this is a metadata table: open its data table, two levels up"
+        return ""
 
     # -- loading -----------------------------------------------------------------------------------------
 
     @classmethod
-    def from_text(cls, text: str) -> TableConfig:
+    def from_text(cls, text: str) -> Self:
         return cls(parse_properties(text))
 
     @classmethod
-    def load(cls, storage: Storage) -> TableConfig:
+    def load(cls, storage: Storage) -> Self:
         """Read and validate the table config, falling back to the backup file as Hudi does.
 
         Hudi writes ``hoodie.properties.backup`` before rewriting ``hoodie.properties``; when the main file is
@@ -401,8 +417,11 @@ class TableConfig:
                 "upgrade the table with Hudi before using hoodied"
             )
         fmt = self.props.get(BASE_FILE_FORMAT, BASE_FILE_FORMAT_DEFAULT).strip().upper()
-        if fmt != "PARQUET":
-            raise UnsupportedTable(f"hoodie.table.base.file.format={fmt!r} is not supported (only PARQUET)")
+        if fmt != self.base_format_required:
+            raise UnsupportedTable(
+                f"hoodie.table.base.file.format={fmt!r} is not supported "
+                f"(only {self.base_format_required}{self._format_hint(fmt)})"
+            )
         self._require(NAME)
         raw_type = self._require(TABLE_TYPE)
         try:

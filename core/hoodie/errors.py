@@ -132,3 +132,7 @@ class CorruptHFile(HoodieError):
 
     The message names the offset and what was expected there.
     """
+
+
+class CorruptMetadataTable(HoodieError):
+    """The metadata table (``.hoodie/metadata``) holds something that does not read or does not add up."""

@@ -83,6 +83,14 @@ class Storage:
             raise StorageError(f"cannot open storage for {uri!r}: {e}") from e
         return cls(fs, root, uri, options)
 
+    def child(self, folder: str) -> Storage:
+        """The storage rooted at ``folder`` below this one, on the same backend with the same options (the
+        metadata table at ``.hoodie/metadata`` is a table of its own)."""
+        rel = check_relative(folder)
+        if not rel:
+            return self
+        return Storage(self._fs, self.full_path(rel), f"{self.uri.rstrip('/')}/{rel}", self.options)
+
     # -- paths -------------------------------------------------------------------------------------------
 
     def full_path(self, path: str) -> str:

@@ -66,6 +66,7 @@ AVG_VALUE_LEN = b"hfile.AVG_VALUE_LEN"
 MAX_TAGS_LEN = b"hfile.MAX_TAGS_LEN"
 TAGS_COMPRESSED = b"hfile.TAGS_COMPRESSED"
 KEY_VALUE_VERSION = b"KEY_VALUE_VERSION"
+MAX_MEMSTORE_TS_KEY = b"MAX_MEMSTORE_TS_KEY"
 MAX_MEMSTORE_TS = b"MAX_MEMSTORE_TS_KEY"
 
 _CACHED_BLOCKS = 4  # decoded data blocks kept for lookups
@@ -371,7 +372,7 @@ class Trailer:
                 raise CorruptHFile(f"trailer field {field} is not a number")
             return value
 
-        if 13 in fields:
+        if any(fields.get(13, ())):  # Hudi's own writer puts an empty key in every trailer
             raise UnsupportedHFile("encrypted HFile (trailer holds an encryption key)")
         codec = number(12, Compression.NONE)
         if codec not in (Compression.GZ, Compression.NONE):
@@ -506,8 +507,13 @@ class HFileReader:
         self.includes_tags = MAX_TAGS_LEN in self.file_info
         if self.file_info.get(TAGS_COMPRESSED, b"\x00")[:1] not in (b"", b"\x00"):
             raise UnsupportedHFile("HFile with compressed tags")
-        version = self.file_info.get(KEY_VALUE_VERSION, b"")
-        self.includes_mvcc = len(version) == 4 and _INT.unpack(version)[0] == 1
+        version = self.file_info.get(KEY_VALUE_VERSION)
+        if version is None:
+            # Hudi's own HFile writer (1.1+) leaves KEY_VALUE_VERSION out but still ends every cell with a
+            # memstore timestamp (a zero vlong), as its MAX_MEMSTORE_TS_KEY announces.
+            self.includes_mvcc = MAX_MEMSTORE_TS_KEY in self.file_info
+        else:
+            self.includes_mvcc = len(version) == 4 and _INT.unpack(version)[0] == 1
         if t.data_index_count == 0 and t.entry_count:
             raise CorruptHFile(f"trailer counts {t.entry_count} entries but the data index is empty")
         for entry in self._data_root:

@@ -314,6 +314,43 @@ def decode_data_block(block: LogBlock) -> pa.Table:
     raise ValueError(f"{block.describe()} is not a data block")
 
 
+#: Arrow schema of a decoded HFILE_DATA block: the HFile's keys and values (Avro binary of the records).
+HFILE_BLOCK_SCHEMA = pa.schema([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
+#: Schema-metadata key under which :func:`decode_hfile_block` keeps the records' Avro writer schema (JSON).
+AVRO_SCHEMA_METADATA = b"avro.schema"
+
+
+def decode_hfile_block(block: LogBlock) -> pa.Table:
+    """The entries of an HFILE_DATA block (the metadata table's log blocks) as an Arrow table of ``key``
+    (string) and ``value`` (binary: the Avro binary of each record), in key order. The records' Avro writer
+    schema (the SCHEMA header, else the HFile's ``schema`` file info) is in the schema metadata under
+    :data:`AVRO_SCHEMA_METADATA`. Raises :class:`CorruptLogBlock` when the content is not a sound HFile."""
+    from hoodie.hfile.reader import HFileReader  # the HFile reader is only needed for metadata tables
+
+    if block.block_type is not BlockType.HFILE_DATA:
+        raise ValueError(f"{block.describe()} is not an HFile data block")
+    what = block.describe()
+    try:
+        reader = HFileReader(block.content, name=what)
+        pairs = list(reader)
+        info_schema = reader.file_info.get(b"schema")
+    except HoodieError as e:
+        raise CorruptLogBlock(f"{what}: its HFile does not read: {e}") from e
+    try:
+        keys = [k.decode("utf-8") for k, _ in pairs]
+    except UnicodeDecodeError as e:
+        raise CorruptLogBlock(f"{what}: an HFile key is not UTF-8: {e}") from e
+    schema_json = block.schema or (info_schema.decode("utf-8", "replace") if info_schema else None)
+    if schema_json is None:
+        raise CorruptLogBlock(
+            f"{what}: no SCHEMA header and no schema in the HFile, the records cannot be decoded"
+        )
+    table = pa.table(
+        [pa.array(keys, pa.string()), pa.array([v for _, v in pairs], pa.binary())], schema=HFILE_BLOCK_SCHEMA
+    )
+    return table.replace_schema_metadata({AVRO_SCHEMA_METADATA: schema_json.encode("utf-8")})
+
+
 def _decode_avro_block(block: LogBlock) -> pa.Table:
     what = block.describe()
     schema_json = block.schema

@@ -13,8 +13,10 @@ that only blocks that survive are ever decoded:
      rollback instant is not a write, ``include_instant`` has no say over it), as in Hudi.
    - A data or delete block whose INSTANT_TIME ``include_instant`` rejects (not completed, rolled back,
      after the as-of time) is ignored.
-   - CDC_DATA blocks are skipped (change capture, not table rows); HFILE_DATA blocks belong to the metadata
-     table and raise :class:`~hoodie.errors.UnsupportedTable`.
+   - CDC_DATA blocks are skipped (change capture, not table rows). HFILE_DATA blocks belong to the metadata
+     table: they are data blocks when scanning its log files (``metadata_table=True``, decoded by
+     :func:`~hoodie.log.block.decode_hfile_block`) and raise :class:`~hoodie.errors.UnsupportedTable` in a
+     data table.
 
 2. Log compaction: a surviving block with a COMPACTED_BLOCK_TIMES header replaces the blocks of the instants
    it lists (also those replaced in turn by an earlier compacted block it lists). Its blocks take the
@@ -43,6 +45,7 @@ from hoodie.log.block import (
     LogBlock,
     decode_data_block,
     decode_delete_block,
+    decode_hfile_block,
     iter_blocks,
 )
 from hoodie.storage import Storage
@@ -102,11 +105,16 @@ class _Candidate:
 
 
 def scan_log_files(
-    storage: Storage, paths: Sequence[str], *, include_instant: Callable[[str], bool]
+    storage: Storage,
+    paths: Sequence[str],
+    *,
+    include_instant: Callable[[str], bool],
+    metadata_table: bool = False,
 ) -> LogScan:
     """Scan log files (paths relative to the table's base path, already in log order); see the module doc.
 
-    ``include_instant(t)`` says whether the data and delete blocks written by instant ``t`` count.
+    ``include_instant(t)`` says whether the data and delete blocks written by instant ``t`` count;
+    ``metadata_table`` whether the files are the metadata table's (HFile data blocks).
     """
     candidates: list[_Candidate] = []
     corrupt: list[CorruptBlock] = []
@@ -116,7 +124,7 @@ def scan_log_files(
         for block in iter_blocks(data):
             blocks += 1
             rollbacks += block.block_type is BlockType.COMMAND
-            candidates = _admit(block, path, candidates, corrupt, include_instant)
+            candidates = _admit(block, path, candidates, corrupt, include_instant, metadata_table)
     survivors = _apply_log_compaction(candidates)
     batches = [_decode(c) for c in survivors]
     return LogScan(batches=batches, corrupt_blocks=corrupt, blocks_read=blocks, rollback_blocks=rollbacks)
@@ -128,6 +136,7 @@ def _admit(
     candidates: list[_Candidate],
     corrupt: list[CorruptBlock],
     include_instant: Callable[[str], bool],
+    metadata_table: bool = False,
 ) -> list[_Candidate]:
     """Apply one block to the candidates seen so far; returns the (possibly new) candidate list."""
     if block.block_type is BlockType.CORRUPT:
@@ -162,7 +171,7 @@ def _admit(
             target,
         )
         return kept
-    if block.block_type is BlockType.HFILE_DATA:
+    if block.block_type is BlockType.HFILE_DATA and not metadata_table:
         raise UnsupportedTable(
             f"{path}: {block.describe()}: HFile data blocks belong to the metadata table, not to a data table"
         )
@@ -206,7 +215,12 @@ def _apply_log_compaction(candidates: list[_Candidate]) -> list[_Candidate]:
 def _decode(candidate: _Candidate) -> LogBatch:
     block = candidate.block
     try:
-        table = decode_delete_block(block) if candidate.kind == "delete" else decode_data_block(block)
+        if candidate.kind == "delete":
+            table = decode_delete_block(block)
+        elif block.block_type is BlockType.HFILE_DATA:
+            table = decode_hfile_block(block)
+        else:
+            table = decode_data_block(block)
     except CorruptLogBlock as e:
         raise CorruptLogBlock(f"{candidate.log_file}: {e}") from e
     except UnsupportedTable as e:
