@@ -1,11 +1,9 @@
-"""The metadata table (``.hoodie/metadata``): what hoodied can do with it until it keeps it up to date.
-
-A table service that commits without updating the metadata table would hide its new files from readers
-that list files through it. Until hoodied writes the metadata table, a table that has one is refused,
-unless the user disables it as Hudi's writers do: a Hudi writer running with ``hoodie.metadata.enable=false``
-deletes the metadata table (``HoodieTable.maybeDeleteMetadataTable``) and clears
-``hoodie.table.metadata.partitions``; readers then list the file system, and a later writer with the metadata
-table enabled builds it again from the files.
+"""The metadata table (``.hoodie/metadata``) as the table services see it: refusing a table whose metadata
+table they cannot keep consistent (:func:`refuse_metadata_table`), and deleting it when the user disables it
+as Hudi's writers do: a Hudi writer running with ``hoodie.metadata.enable=false`` deletes the metadata table
+(``HoodieTable.maybeDeleteMetadataTable``) and clears ``hoodie.table.metadata.partitions``; readers then list
+the file system, and a later writer with the metadata table enabled builds it again from the files.
+Reading and writing it: :mod:`hoodie.metadata`.
 """
 
 from __future__ import annotations
@@ -13,18 +11,14 @@ from __future__ import annotations
 import logging
 
 from hoodie.config import METADATA_PARTITIONS, METADATA_PARTITIONS_INFLIGHT, TableConfig
-from hoodie.errors import HoodieError
 from hoodie.lock import LockProvider, held
+from hoodie.metadata.reader import METADATA_TABLE_PATH
+from hoodie.metadata.writer import MetadataTableNotSupported, check_supported, open_metadata_table
 from hoodie.storage import Storage
 
-METADATA_TABLE_PATH = ".hoodie/metadata"
 METADATA_ENABLE = "hoodie.metadata.enable"
 
 logger = logging.getLogger(__name__)
-
-
-class MetadataTableNotSupported(HoodieError):
-    """The table has a metadata table, which hoodied cannot keep consistent yet."""
 
 
 def has_metadata_table(storage: Storage, config: TableConfig) -> bool:
@@ -33,19 +27,16 @@ def has_metadata_table(storage: Storage, config: TableConfig) -> bool:
     )
 
 
-def refuse_metadata_table(storage: Storage, config: TableConfig, service: str) -> None:
-    """Raise :class:`MetadataTableNotSupported` when the table has a metadata table ``service`` would leave
-    behind (its file listing would go stale: readers listing through it would miss new files or look for
-    deleted ones)."""
-    if has_metadata_table(storage, config):
-        raise MetadataTableNotSupported(
-            f"{storage.uri} has a metadata table (partitions: "
-            f"{', '.join(config.metadata_partitions) or '?'}); "
-            f"hoodied cannot yet keep it consistent with a {service}, and committing without it would leave "
-            "readers that list through it with a wrong file listing. Refusing; run Hudi's table service for "
-            f"this table, or disable the metadata table ({METADATA_ENABLE}=false: deleted as Hudi's writers "
-            "do, rebuilt by the next writer that enables it)"
-        )
+def refuse_metadata_table(
+    storage: Storage, config: TableConfig, service: str, *, writer: bool = False
+) -> None:
+    """Raise :class:`MetadataTableNotSupported` when the table has a metadata table ``service`` could not
+    keep consistent (a partition hoodied does not maintain, such as an expression index), and
+    :class:`~hoodie.errors.CorruptMetadataTable` when its metadata table does not read: refused before
+    any work, never committed half-way."""
+    mdt = open_metadata_table(storage, config)
+    if mdt is not None:
+        check_supported(mdt, service, writer=writer)
 
 
 def delete_metadata_table(storage: Storage, lock: LockProvider) -> bool:

@@ -66,6 +66,7 @@ META_COLUMNS = (
     "_hoodie_file_name",
 )
 COMMIT_TIME_COLUMN = "_hoodie_commit_time"
+RECORD_KEY = "_hoodie_record_key"
 
 # Filters as hudi-rs takes them: (column, operator, value-as-text).
 Filter = tuple[str, str, Any]

@@ -31,6 +31,8 @@ from hoodie.failpoints import failpoint
 from hoodie.file_group.base_file import BaseFile
 from hoodie.lock import LockProvider, held
 from hoodie.log.log_file import LogFile
+from hoodie.metadata.updates import update_for_clean
+from hoodie.metadata.writer import maintain_metadata_table, write_metadata_update
 from hoodie.metadata_table import refuse_metadata_table
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -241,17 +243,28 @@ def commit_clean(
     failpoint("clean.before_commit")
     table = Table.load(storage)
     content = encode_clean_metadata(metadata, table_version=table.config.table_version)
+    deleted = {p: m.delete_path_patterns for p, m in partitions.items() if m.delete_path_patterns}
     writer = TimelineWriter(storage, table.config, lock, time_generator=time_generator)
     with held(lock):
         if fence is not None:
             fence()
-        current = Table.load(storage).timeline.get(instant.time)
+        latest = Table.load(storage)
+        current = latest.timeline.get(instant.time)
         if current is None or current.state is not State.INFLIGHT or current.action != CLEAN:
             raise CommitConflict(
                 f"clean {instant.time} is no longer inflight ({current or 'gone'}); "
                 "another runner completed it"
             )
+        write_metadata_update(
+            storage,
+            latest.config,
+            lock,
+            lambda cfg: update_for_clean(storage, cfg, instant.time, deleted),
+            service="clean",
+            time_generator=time_generator,
+        )
         done = writer.complete(instant, content)
+    maintain_metadata_table(storage, lock, time_generator=time_generator)
     deleted_bytes = sum(r.size for r in results if r.status == DELETED)
     logger.info(
         "completed clean %s on %s: %d file(s) gone, %d byte(s) freed now, %d failed",

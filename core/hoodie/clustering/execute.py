@@ -67,10 +67,12 @@ from hoodie.file_group.file_group import FileGroupId, FileSlice
 from hoodie.keygen import record_keys
 from hoodie.lock import LockProvider, held
 from hoodie.log.log_file import LogFile
+from hoodie.metadata.updates import update_for_rewrite
+from hoodie.metadata.writer import maintain_metadata_table, write_metadata_update
 from hoodie.read.conform import conform_table
 from hoodie.read.merge import drop_deleted_rows
 from hoodie.storage import Storage
-from hoodie.table import Table
+from hoodie.table import RECORD_KEY, Table
 from hoodie.timeline.instant import WRITE_ACTIONS, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import (
@@ -95,7 +97,6 @@ from hoodie.write.service_commit import (
 logger = logging.getLogger(__name__)
 
 FILE_NAME = "_hoodie_file_name"
-RECORD_KEY = "_hoodie_record_key"
 # Execution strategies whose semantics are ours: sort by the plan's columns (if any), then size the files.
 _SORT_AND_SIZE = ("SparkSortAndSizeExecutionStrategy", "JavaSortAndSizeExecutionStrategy")
 _LAYOUT_STRATEGY = "hoodie.layout.optimize.strategy"
@@ -598,12 +599,21 @@ def commit_clustering(
         conflict = find_conflict(current, T, prepared.plan)
         if conflict is None:
             failpoint("clustering.during_commit")
+            write_metadata_update(
+                storage,
+                current.config,
+                lock,
+                lambda cfg: update_for_rewrite(storage, cfg, T, stats, record_index=True),
+                service="clustering",
+                time_generator=time_generator,
+            )
             done = writer.complete(instant, metadata)
     if conflict is not None:
         _abort(storage, lock, instant, prepared.plan, conflict, time_generator)
     assert done is not None
     failpoint("clustering.after_commit")
     markers.delete_all()
+    maintain_metadata_table(storage, lock, time_generator=time_generator)
     logger.info(
         "completed clustering %s on %s: %d file group(s) replaced by %d, %d record(s), %d byte(s)",
         T,

@@ -38,6 +38,8 @@ from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroupId, FileSlice
 from hoodie.lock import LockProvider, held
 from hoodie.log.log_file import LogFile
+from hoodie.metadata.updates import update_for_rewrite
+from hoodie.metadata.writer import maintain_metadata_table, write_metadata_update
 from hoodie.read.conform import conform_table
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -61,7 +63,6 @@ from hoodie.write.service_commit import check_still_inflight, without_meta_field
 logger = logging.getLogger(__name__)
 
 FILE_NAME = "_hoodie_file_name"
-RECORD_KEY = "_hoodie_record_key"
 
 
 class NothingToCompact(HoodieError):
@@ -349,11 +350,22 @@ def commit_compaction(
     with held(lock):
         if fence is not None:
             fence()
-        check_still_inflight(storage, Table.load(storage), "compaction", T, COMPACTION, stats)
+        current = Table.load(storage)
+        check_still_inflight(storage, current, "compaction", T, COMPACTION, stats)
         failpoint("compaction.during_commit")
+        write_metadata_update(
+            storage,
+            current.config,
+            lock,
+            lambda cfg: update_for_rewrite(storage, cfg, T, stats, record_index=False),
+            service="compaction",
+            time_generator=time_generator,
+        )
+        failpoint("compaction.after_metadata_commit")
         done = writer.complete(instant, content)
     failpoint("compaction.after_commit")
     markers.delete_all()
+    maintain_metadata_table(storage, lock, time_generator=time_generator)
     logger.info(
         "completed compaction %s on %s: %d file group(s), %d record(s), %d byte(s)",
         T,

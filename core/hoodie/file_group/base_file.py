@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from hoodie.errors import InvalidFileName
 
 _BASE_FILE_RE = re.compile(
-    r"^(?P<file_id>[^.].*?)_(?P<token>\d+-\d+-\d+)_(?P<instant>\d{14,17})\.(?P<ext>[A-Za-z]+)$"
+    r"^(?P<file_id>[^.].*?)_(?P<token>\d+-\d+-\d+)_(?P<instant>\d{14,20})\.(?P<ext>[A-Za-z]+)$"
 )
 
 UNKNOWN_WRITE_TOKEN = "1-0-1"

@@ -18,7 +18,9 @@ A newer version of a key combines with the older one as Hudi's ``HoodieMetadataP
 (:func:`combine`): file lists merge (a file marked deleted leaves, a file seen twice keeps its larger size,
 since v6 log files grow by appends), column and partition statistics of one file or partition merge
 their ranges, every other kind is replaced by the newer version. Records are plain dicts as fastavro decodes
-them (field names of the Avro schema).
+them (field names of the Avro schema); a union of several records (the statistics' minimum and maximum)
+decodes as ``(record name, value)``, so that an ``IntWrapper`` stays distinguishable from a ``DateWrapper``
+and a record written back keeps its branch.
 """
 
 from __future__ import annotations
@@ -110,7 +112,13 @@ def decode_records(
         raise CorruptMetadataTable(f"{where}: {e}") from e
     for i, (key, value) in enumerate(entries):
         try:
-            record = fastavro.schemaless_reader(io.BytesIO(value), parsed, None)
+            record = fastavro.schemaless_reader(
+                io.BytesIO(value),
+                parsed,
+                None,
+                return_record_name=True,
+                return_record_name_override=True,
+            )
         except Exception as e:  # fastavro raises EOFError, ValueError, IndexError, UnicodeDecodeError...
             raise CorruptMetadataTable(f"{where}: record {i} does not decode: {e!r}") from e
         if not isinstance(record, dict) or "key" not in record or "type" not in record:
@@ -190,32 +198,16 @@ def _merge_files(
     return merged
 
 
-def _unwrap(wrapper: Any) -> Any:
-    if isinstance(wrapper, tuple):  # fastavro's (name, value) for named unions when asked; not used here
-        wrapper = wrapper[1]
-    if isinstance(wrapper, dict) and "value" in wrapper:
-        return wrapper["value"]
-    return wrapper
-
-
 def _merge_stats(older: MetadataRecord, newer: MetadataRecord) -> MetadataRecord:
+    from hoodie.metadata.stats import merge_column_stats  # the statistics module builds on this one
+
     field = _STATS_FIELD[newer["type"]]
     old, new = older.get(field), newer.get(field)
     if not old or not new or new.get("isDeleted") or old.get("isDeleted") or new.get("isTightBound"):
         return newer  # a tight bound was computed over everything live: it replaces what came before
     merged = dict(new)
-    mins = [w for w in (old.get("minValue"), new.get("minValue")) if w is not None and _unwrap(w) is not None]
-    maxs = [w for w in (old.get("maxValue"), new.get("maxValue")) if w is not None and _unwrap(w) is not None]
-    try:
-        merged["minValue"] = min(mins, key=_unwrap) if mins else None
-        merged["maxValue"] = max(maxs, key=_unwrap) if maxs else None
-    except TypeError:
-        # The column changed type (schema evolution: a long became a string): the older range is in other
-        # units and cannot bound the newer one; the newer range stands.
-        merged["minValue"], merged["maxValue"] = new.get("minValue"), new.get("maxValue")
-    for count in ("valueCount", "nullCount", "totalSize", "totalUncompressedSize"):
-        a, b = old.get(count), new.get(count)
-        merged[count] = None if a is None and b is None else (a or 0) + (b or 0)
+    merged.update(merge_column_stats([old, new])[new["columnName"]])
+    merged["valueType"] = new.get("valueType", merged.get("valueType"))
     out = dict(newer)
     out[field] = merged
     return out

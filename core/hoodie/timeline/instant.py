@@ -68,13 +68,14 @@ COMPLETED_ACTION_OF = {COMPACTION: COMMIT, LOG_COMPACTION: DELTA_COMMIT, CLUSTER
 # Actions whose completion writes data files (what a query's snapshot is made of).
 WRITE_ACTIONS = frozenset({COMMIT, DELTA_COMMIT, REPLACE_COMMIT})
 
-_TIME = r"\d{14}(?:\d{3})?"
+_TIME = r"\d{14}(?:\d{3}){0,2}"  # 14 or 17 digits; the metadata table of v6 suffixes 3 more
 _NAME_RE = re.compile(rf"^({_TIME})(?:_({_TIME}))?\.([a-z]+)(?:\.(requested|inflight))?$")
 _TIME_RE = re.compile(rf"^{_TIME}$")
 
 
 def check_time(t: str) -> str:
-    """Return ``t`` if it is an instant time (14 or 17 digits), else raise :class:`InvalidInstant`."""
+    """Return ``t`` if it is an instant time (14 or 17 digits; 20 for a v6 metadata table's suffixed
+    instants), else raise :class:`InvalidInstant`."""
     if not isinstance(t, str) or not _TIME_RE.match(t):
         raise InvalidInstant(f"{t!r} is not an instant time (yyyyMMddHHmmss[SSS])")
     return t

@@ -1038,6 +1038,8 @@ class CompactionPlan:
     preserve_hoodie_metadata: bool | None = False
     missing_schedule_partitions: tuple[str, ...] = ()
     version: int = 2
+    #: ``extraMetadata`` was null rather than an empty map (the metadata table's plans): written back so.
+    extra_metadata_null: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         _freeze(self, operations=tuple, extra_metadata=dict, missing_schedule_partitions=tuple)
@@ -1094,6 +1096,7 @@ def decode_compaction_plan(data: bytes, *, base_path: str | None = None) -> Comp
         preserve_hoodie_metadata=rec.opt_bool("preserveHoodieMetadata"),
         missing_schedule_partitions=rec.str_list("missingSchedulePartitions"),
         version=2,
+        extra_metadata_null=rec.data.get("extraMetadata") is None,
     )
 
 
@@ -1113,7 +1116,9 @@ def encode_compaction_plan(plan: CompactionPlan, *, table_version: int) -> bytes
             }
             for op in plan.operations
         ],
-        "extraMetadata": dict(plan.extra_metadata),
+        "extraMetadata": None
+        if plan.extra_metadata_null and not plan.extra_metadata
+        else dict(plan.extra_metadata),
         "version": versions.compaction_plan,
         "strategy": None
         if plan.strategy is None

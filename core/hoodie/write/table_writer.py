@@ -56,6 +56,9 @@ from hoodie.log.writer import (
     encode_parquet_data_block,
     write_log_file,
 )
+from hoodie.metadata.updates import update_for_write
+from hoodie.metadata.writer import maintain_metadata_table, write_metadata_update
+from hoodie.metadata_table import refuse_metadata_table
 from hoodie.read.conform import conform_table
 from hoodie.read.merge import IS_DELETED, Deletes, MergeInput, merge_records
 from hoodie.schema import arrow_to_avro_schema, avro_to_arrow_schema
@@ -237,6 +240,7 @@ class TableWriter:
             )
         job = _CommitJob(self, table, operation, avro_json)
         job.prepare(data, deletes)  # a bad batch is refused here, before the timeline is touched
+        refuse_metadata_table(self.storage, cfg, "write", writer=True)
         action = DELTA_COMMIT if cfg.is_mor else COMMIT
         version = cfg.table_version
         timeline_writer = TimelineWriter(self.storage, cfg, self.lock)
@@ -264,8 +268,18 @@ class TableWriter:
             content = encode_commit_metadata(metadata, table_version=version, action=action)
             with self._locked():
                 self._check_conflicts(table, instant_time, metadata)
+                write_metadata_update(
+                    self.storage,
+                    TableConfig.load(self.storage),
+                    self.lock,
+                    lambda cfg: update_for_write(
+                        self.storage, cfg, instant_time, metadata.write_stats, deleted_keys=job.deleted_keys
+                    ),
+                    service="write",
+                )
                 completed = timeline_writer.complete(inflight, content)
         job.markers.delete_all()
+        maintain_metadata_table(self.storage, self.lock)
         return CommitResult(completed, metadata)
 
     def _check_conflicts(self, view: Table, instant_time: str, metadata: CommitMetadata) -> None:
@@ -331,6 +345,7 @@ class _CommitJob:
         self.markers = Markers(self.storage, "00000000000000000")
         self.task = 0
         self.stats: dict[str, list[WriteStat]] = {}
+        self.deleted_keys: list[str] = []
         self._batches: list[tuple[str, pa.Table, pa.Array, pa.Array]] = []
 
     # -- entry ---------------------------------------------------------------------------------------------
@@ -489,6 +504,12 @@ class _CommitJob:
         )
         if touched or data.num_rows:
             self._partition_metafile(partition)
+        # Keys that leave the table (for the record index): deletes of stored keys, and stored keys
+        # upserted with the delete marker.
+        self.deleted_keys.extend(delete_keys.filter(pc.is_valid(del_location)).to_pylist())
+        if IS_DELETED in data.column_names:
+            marked = pc.and_(pc.is_valid(location), pc.fill_null(data.column(IS_DELETED), False))
+            self.deleted_keys.extend(keys.filter(marked).to_pylist())
         for file_id in sorted(touched):
             rows = data.filter(pc.fill_null(pc.equal(location, file_id), False))
             gone = delete_keys.filter(pc.fill_null(pc.equal(del_location, file_id), False))
@@ -746,14 +767,19 @@ class _CommitJob:
         self.stats.setdefault(partition, []).append(stat)
 
     def _partition_metafile(self, partition: str) -> None:
-        path = _join(partition, PARTITION_METAFILE)
-        if self.storage.exists(path):
-            return
-        depth = len([p for p in partition.split("/") if p]) if partition else 0
-        now = dt.datetime.now(dt.UTC).strftime("%a %b %d %H:%M:%S UTC %Y")
-        text = f"#partition metadata\n#{now}\ncommitTime={self.instant_time}\npartitionDepth={depth}\n"
-        with contextlib.suppress(FileAlreadyExists):  # another writer made it first
-            self.storage.create(path, text.encode("utf-8"))
+        write_partition_metafile(self.storage, partition, self.instant_time)
+
+
+def write_partition_metafile(storage: Storage, partition: str, commit_time: str) -> None:
+    """Write ``<partition>/.hoodie_partition_metadata`` (commit time and depth) unless it is there."""
+    path = _join(partition, PARTITION_METAFILE)
+    if storage.exists(path):
+        return
+    depth = len([p for p in partition.split("/") if p]) if partition else 0
+    now = dt.datetime.now(dt.UTC).strftime("%a %b %d %H:%M:%S UTC %Y")
+    text = f"#partition metadata\n#{now}\ncommitTime={commit_time}\npartitionDepth={depth}\n"
+    with contextlib.suppress(FileAlreadyExists):  # another writer made it first
+        storage.create(path, text.encode("utf-8"))
 
 
 def _join(partition: str, name: str) -> str:

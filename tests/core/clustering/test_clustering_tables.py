@@ -12,12 +12,12 @@ import pytest
 
 from clustering_checks import capture, check_after, live_groups
 from hoodie import Table
-from hoodie.clustering.execute import NothingToCluster, cluster_in_process, pending_clusterings
+from hoodie.clustering.execute import NothingToCluster, cluster_in_process
 from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
 from hoodie.lock import FileSystemLock
-from hoodie.metadata_table import MetadataTableNotSupported, delete_metadata_table, has_metadata_table
 from hoodie.storage import Storage
 from hoodie.write.generate import GenerateSpec, generate_table
+from metadata_checks import check_metadata_table
 
 FIXTURES = [
     # (fixture id, sort column)
@@ -29,6 +29,10 @@ FIXTURES = [
     ("hudi-rs/sample_table_mor_avro_v9_txns_complex_nometa:v9_txns_complex_nometa", "account_id"),
     ("hudi-rs/sample_table_cow_v9_txns_nonpart_nometa:v9_txns_nonpart_nometa", "txn_ts"),
     ("hudi-rs/sample_table_mor_avro_v9_txns_nonpart_nometa:v9_txns_nonpart_nometa", "currency"),
+    # Metadata tables with column and partition stats, the record index and secondary indexes.
+    ("hudi-rs/sample_table_cow_v9_txns_simple_meta:v9_txns_simple_meta", "amount"),
+    ("hudi-rs/sample_table_mor_avro_v9_txns_nonpart_meta:v9_txns_nonpart_meta", "txn_ts"),
+    ("apache-hudi/hudi-v9-table:hudi-v9-table", "name"),
     # Without meta fields: written without them, keys from the record key fields.
     (
         "hudi-rs/sample_table_cow_v8_simplekeygen_hivestyle_no_metafields:"
@@ -49,13 +53,7 @@ def test_fixture_tables_cluster_without_changing_any_read(
     root = table_copy(fixture_root(table_id))
     storage = Storage.for_uri(str(root))
     lock = FileSystemLock(storage)
-    table = Table.open(str(root))
-    if has_metadata_table(storage, table.config):
-        # Refused untouched, as compaction refuses it; disabled as a Hudi writer does, then it clusters.
-        with pytest.raises(MetadataTableNotSupported, match="clustering"):
-            schedule_clustering(storage, lock, respect_trigger=False)
-        assert not pending_clusterings(Table.open(str(root)))
-        assert delete_metadata_table(storage, lock)
+    with_mdt = check_metadata_table(root, f"{table_id} before") is not None
     before = capture(root)
     groups_before = live_groups(Table.open(str(root)))
     # Sorted: every partition is clustered, a single small file too (rewritten sorted).
@@ -72,6 +70,10 @@ def test_fixture_tables_cluster_without_changing_any_read(
     # Every partition now holds one (small) file group: nothing left to cluster without sorting.
     assert all(len(ids) == 1 for ids in live_groups(Table.open(str(root))).values())
     assert len(md.write_stats) == len(groups_before)
+    mdt = check_metadata_table(root, f"{table_id} after")
+    if with_mdt:
+        assert mdt is not None
+        assert mdt.timeline.is_completed(scheduled.instant.time)
     again = schedule_clustering(storage, lock, respect_trigger=False)
     assert again.instant is None
     with pytest.raises(NothingToCluster, match="no pending clustering"):

@@ -13,24 +13,20 @@ from compaction_checks import capture, check_after
 from conftest import FixtureTable
 from hoodie import Table
 from hoodie.compaction.execute import NothingToCompact, compact_in_process
-from hoodie.compaction.plan import MetadataTableNotSupported, blocked_file_groups, schedule_compaction
+from hoodie.compaction.plan import blocked_file_groups, schedule_compaction
 from hoodie.compaction.strategy import CompactionConfig, Strategy
 from hoodie.errors import UnsupportedTable
 from hoodie.lock import FileSystemLock
-from hoodie.metadata_table import delete_metadata_table, has_metadata_table
 from hoodie.storage import Storage
 from hoodie.timeline.metadata import decode_compaction_plan
 from hoodie.write.generate import GenerateSpec, generate_table
+from metadata_checks import check_metadata_table
 
 UNBOUNDED = CompactionConfig(strategy=Strategy.UNBOUNDED)
 
 
 def _timeline_files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in (root / ".hoodie").rglob("*") if p.is_file())
-
-
-def _has_metadata_table(table: Table) -> bool:
-    return has_metadata_table(table.storage, table.config)
 
 
 def _compactable_slices(table: Table) -> int:
@@ -45,7 +41,7 @@ def _compactable_slices(table: Table) -> int:
 
 
 @pytest.mark.fixtures
-def test_every_mor_fixture_table_compacts_or_is_refused(
+def test_every_mor_fixture_table_compacts(
     supported_mor_table: FixtureTable, table_copy: Callable[[FixtureTable | Path], Path]
 ) -> None:
     supported_table = supported_mor_table
@@ -55,16 +51,7 @@ def test_every_mor_fixture_table_compacts_or_is_refused(
     lock = FileSystemLock(storage)
     files = _timeline_files(root)
     before = capture(root)
-    if _has_metadata_table(table):
-        with pytest.raises(MetadataTableNotSupported, match="metadata table"):
-            schedule_compaction(storage, lock, config=UNBOUNDED)
-        assert _timeline_files(root) == files, "a refused table must be left untouched"
-        # Disabled as a Hudi writer disables it: deleted, then the table compacts (and reads the same).
-        assert delete_metadata_table(storage, lock)
-        assert not (root / ".hoodie" / "metadata").exists()
-        table = Table.open(str(root))
-        assert table.config.metadata_partitions == ()
-        files = _timeline_files(root)
+    with_mdt = check_metadata_table(root, f"{supported_table.id} before") is not None
     expected_ops = _compactable_slices(table)
     if expected_ops == 0:
         result = schedule_compaction(storage, lock, config=UNBOUNDED)
@@ -82,6 +69,11 @@ def test_every_mor_fixture_table_compacts_or_is_refused(
     md = check_after(root, before, scheduled.instant.time, supported_table.id)
     assert len(md.write_stats) == expected_ops
     assert result.records_written == sum(s.num_writes or 0 for s in md.write_stats)
+    mdt = check_metadata_table(root, f"{supported_table.id} after")
+    if with_mdt:
+        # The metadata table took the compaction as a deltacommit of the same instant.
+        assert mdt is not None
+        assert mdt.timeline.is_completed(scheduled.instant.time)
     # Compacted: a second plan has nothing left to do.
     assert schedule_compaction(storage, lock, config=UNBOUNDED).instant is None
 

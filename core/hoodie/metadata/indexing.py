@@ -1,0 +1,522 @@
+"""The indexing service: building metadata-table partitions (indexes) for existing data while writers write,
+and dropping them, as Hudi's ``HoodieIndexer`` does.
+
+**Schedule** (:func:`schedule_indexing`, under the table lock): the metadata table is created first when
+the table has none (its ``files`` partition from the committed files, :func:`initialize_metadata_table`).
+Each new partition gets its file groups (an empty log file each, Hudi's counts), is added to
+``hoodie.table.metadata.partitions.inflight`` (from then on every commit writes to it too), and an
+``indexing.requested`` holding a ``HoodieIndexPlan`` names it with ``indexUptoInstant``, the latest completed
+write.
+
+**Build** (:func:`build_index_records`, no lock; a Spark job spreads it over file groups): the records of the
+partition from the table's latest committed state: statistics and bloom filters of every live base file, the
+location of every live key.
+
+**Complete** (:func:`complete_indexing`, under the lock): ``indexing.inflight``; the built records go to
+the metadata table as the deltacommit of the indexing instant (they count once it completes); the commits
+that completed while the build ran are caught up in a second deltacommit, written after it; then the
+indexing instant completes with ``HoodieIndexCommitMetadata`` and the partition moves from ``...inflight``
+to ``hoodie.table.metadata.partitions``. Readers use a partition only once it is listed there.
+
+**Drop** (:func:`drop_index`, under the lock): the partition leaves both properties, then its folder goes;
+dropping ``files`` deletes the whole metadata table, as Hudi does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import fastavro
+
+from hoodie.config import METADATA_PARTITIONS, METADATA_PARTITIONS_INFLIGHT, TableConfig, table_checksum
+from hoodie.errors import HoodieError
+from hoodie.file_group.file_group import FileSlice
+from hoodie.keygen import record_keys
+from hoodie.lock import LockProvider, held
+from hoodie.log.log_file import LogFile
+from hoodie.metadata.reader import METADATA_TABLE_PATH, MetadataTable, MetadataTableConfig, storage_listing
+from hoodie.metadata.records import MetadataPartition, MetadataRecord
+from hoodie.metadata.updates import index_records_of_keys, update_for_rewrite, update_for_write
+from hoodie.metadata.writer import (
+    WRITE_TOKEN,
+    MetadataUpdate,
+    MetadataWriter,
+    base_hfile,
+    default_schema_json,
+    delete_block,
+    open_metadata_table,
+)
+from hoodie.storage import Storage
+from hoodie.table import RECORD_KEY, Table
+from hoodie.timeline.instant import DELTA_COMMIT, INDEXING, Instant, State
+from hoodie.timeline.instant_time import InstantTimeGenerator
+from hoodie.timeline.metadata import (
+    CommitMetadata,
+    IndexCommitMetadata,
+    IndexPartitionInfo,
+    IndexPlan,
+    WriteStat,
+    decode_index_plan,
+)
+from hoodie.timeline.timeline import Timeline
+from hoodie.timeline.writer import TimelineWriter
+from hoodie.write.table_writer import write_partition_metafile
+
+__all__ = [
+    "INDEXABLE",
+    "IndexingFailed",
+    "IndexingResult",
+    "ScheduledIndexing",
+    "build_index_records",
+    "complete_indexing",
+    "drop_index",
+    "initialize_metadata_table",
+    "pending_indexing",
+    "run_indexing",
+    "schedule_indexing",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PartitionLayout:
+    """How Hudi lays out one metadata-table partition: its file group prefix and how many file groups."""
+
+    prefix: str
+    count_key: str | None
+    default_count: int
+
+
+#: The partitions the indexing service builds, with Hudi's file group prefixes and default counts.
+INDEXABLE: dict[str, PartitionLayout] = {
+    MetadataPartition.COLUMN_STATS: PartitionLayout(
+        "col-stats-", "hoodie.metadata.index.column.stats.file.group.count", 2
+    ),
+    MetadataPartition.BLOOM_FILTERS: PartitionLayout(
+        "bloom-filters-", "hoodie.metadata.index.bloom.filter.file.group.count", 4
+    ),
+    MetadataPartition.RECORD_INDEX: PartitionLayout(
+        "record-index-", "hoodie.metadata.record.index.min.filegroup.count", 10
+    ),
+    MetadataPartition.PARTITION_STATS: PartitionLayout(
+        "partition-stats-", "hoodie.metadata.index.partition.stats.file.group.count", 1
+    ),
+}
+FILES_LAYOUT = PartitionLayout("files-", None, 1)
+#: The instant a metadata table's ``files`` partition is initialised at (Hudi: v8+ ``0...0``, v6 ``0...010``).
+INIT_INSTANT = {6: "00000000000000010", 8: "00000000000000000", 9: "00000000000000000"}
+
+
+class IndexingFailed(HoodieError):
+    """An index cannot be scheduled, built or completed; the message says why."""
+
+
+@dataclass(frozen=True)
+class ScheduledIndexing:
+    instant: Instant | None
+    plan: IndexPlan | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class IndexingResult:
+    instant: Instant
+    partitions: tuple[str, ...]
+    records: int
+    caught_up: tuple[str, ...]
+
+
+def _partitions_prop(config: TableConfig, key: str) -> list[str]:
+    return [p.strip() for p in config.props.get(key, "").split(",") if p.strip()]
+
+
+def _store_partitions(storage: Storage, built: Sequence[str], inflight: Sequence[str]) -> TableConfig:
+    config = TableConfig.load(storage)
+    return config.updated(
+        {
+            METADATA_PARTITIONS: ",".join(sorted(set(built))),
+            METADATA_PARTITIONS_INFLIGHT: ",".join(sorted(set(inflight))),
+        }
+    ).store(storage)
+
+
+def _file_group_ids(partition: str, config: TableConfig) -> list[str]:
+    layout = INDEXABLE.get(partition, FILES_LAYOUT)
+    count = layout.default_count
+    if layout.count_key is not None:
+        count = int(config.props.get(layout.count_key, "") or count)
+    return [f"{layout.prefix}{i:04d}-0" for i in range(count)]
+
+
+def _empty_log(storage: Storage, partition: str, file_id: str, instant: str, table_version: int) -> str:
+    """An empty log file (a delete block without records, as Hudi starts every file group with)."""
+    log = LogFile(file_id, instant, 1, "0-0-0")
+    path = f"{partition}/{log.file_name}"
+    storage.create(path, delete_block(instant, partition, [], table_version), overwrite=True)
+    return path
+
+
+# -- creating the metadata table ----------------------------------------------------------------------------
+
+
+def metadata_table_properties(config: TableConfig) -> dict[str, str]:
+    """The ``hoodie.properties`` of a new metadata table of the data table ``config``, as Hudi writes it."""
+    version = config.table_version
+    props = {
+        "hoodie.table.type": "MERGE_ON_READ",
+        "hoodie.table.name": f"{config.name}_metadata",
+        "hoodie.table.version": str(version),
+        "hoodie.populate.meta.fields": "false",
+        "hoodie.compaction.payload.class": "org.apache.hudi.metadata.HoodieMetadataPayload",
+        "hoodie.table.base.file.format": "HFILE",
+        "hoodie.table.recordkey.fields": "key",
+        "hoodie.datasource.write.drop.partition.columns": "false",
+    }
+    if version >= 8:
+        props.update(
+            {
+                "hoodie.table.initial.version": str(version),
+                "hoodie.timeline.layout.version": "2",
+                "hoodie.timeline.path": "timeline",
+                "hoodie.timeline.history.path": "history",
+                "hoodie.archivelog.folder": "history",
+                "hoodie.record.merge.mode": "CUSTOM",
+                "hoodie.record.merge.strategy.id": "00000000-0000-0000-0000-000000000000",
+                "hoodie.table.keygenerator.type": "HOODIE_TABLE_METADATA",
+            }
+        )
+    else:
+        props.update(
+            {
+                "hoodie.timeline.layout.version": "1",
+                "hoodie.archivelog.folder": "archived",
+                "hoodie.table.keygenerator.class": "org.apache.hudi.metadata.HoodieTableMetadataKeyGenerator",
+                "hoodie.compaction.record.merger.strategy": "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5",
+            }
+        )
+    if config.database_name:
+        props["hoodie.database.name"] = config.database_name
+    props["hoodie.table.checksum"] = str(table_checksum(config.database_name, props["hoodie.table.name"]))
+    return props
+
+
+def initialize_metadata_table(
+    storage: Storage, lock: LockProvider, *, time_generator: InstantTimeGenerator | None = None
+) -> MetadataTable:
+    """The table's metadata table, created with its ``files`` partition (the committed files now) when it
+    has none; under the table lock, so no commit completes meanwhile (later commits list their own files)."""
+    with held(lock):
+        config = TableConfig.load(storage)
+        existing = open_metadata_table(storage, config)
+        if existing is not None and MetadataPartition.FILES in config.metadata_partitions:
+            return existing
+        timeline = Timeline.load(storage, config)
+        mdt_storage = storage.child(METADATA_TABLE_PATH)
+        storage.delete_dir(METADATA_TABLE_PATH)  # a creation that died half-way: start over
+        MetadataTableConfig(metadata_table_properties(config)).create(mdt_storage)
+        mdt_config = MetadataTableConfig.load(mdt_storage)
+        version = config.table_version
+        init = INIT_INSTANT[version]
+        update = MetadataUpdate(init, files_added=storage_listing(storage, timeline))
+        records = {r["key"]: r for r in update.files_records()}
+        schema = default_schema_json(version)
+        parsed = fastavro.parse_schema(json.loads(schema), _write_hint=False)
+        (file_id,) = _file_group_ids(MetadataPartition.FILES, config)
+        name = f"{file_id}_{WRITE_TOKEN}_{init}.hfile"
+        path = f"{MetadataPartition.FILES}/{name}"
+        data = base_hfile(records, schema, parsed)
+        mdt_writer = TimelineWriter(mdt_storage, mdt_config, lock, time_generator=time_generator)
+        requested = mdt_writer.request(DELTA_COMMIT, init)
+        inflight = mdt_writer.start(requested)
+        write_partition_metafile(mdt_storage, MetadataPartition.FILES, init)
+        mdt_storage.create(path, data)
+        stat = WriteStat(
+            file_id=file_id,
+            path=path,
+            partition_path=MetadataPartition.FILES,
+            prev_commit="null",
+            num_writes=len(records),
+            num_inserts=len(records),
+            num_deletes=0,
+            num_update_writes=0,
+            total_write_bytes=len(data),
+            total_write_errors=0,
+            file_size_in_bytes=len(data),
+        )
+        mdt_writer.complete(
+            inflight,
+            CommitMetadata(
+                partition_to_write_stats={MetadataPartition.FILES: (stat,)},
+                extra_metadata={"schema": schema},
+                operation_type="BULK_INSERT_PREPPED",
+                compacted=False,
+            ),
+        )
+        built = [*_partitions_prop(config, METADATA_PARTITIONS), MetadataPartition.FILES]
+        config = _store_partitions(storage, built, _partitions_prop(config, METADATA_PARTITIONS_INFLIGHT))
+        logger.info(
+            "created the metadata table of %s: %d partition(s), %d file(s) listed",
+            storage.uri,
+            len(update.files_added),
+            sum(len(v) for v in update.files_added.values()),
+        )
+        return MetadataTable.load(storage, config, Timeline.load(storage, config))
+
+
+# -- scheduling -------------------------------------------------------------------------------------------
+
+
+def pending_indexing(table: Table) -> list[Instant]:
+    """Indexing instants requested or inflight, oldest first."""
+    return [i for i in table.timeline.pending() if i.action == INDEXING]
+
+
+def schedule_indexing(
+    storage: Storage,
+    lock: LockProvider,
+    index_types: Sequence[str],
+    *,
+    time_generator: InstantTimeGenerator | None = None,
+) -> ScheduledIndexing:
+    """Request an indexing instant that builds the metadata-table partitions ``index_types`` (see the
+    module doc). Partitions already built or being built are left out; with nothing left, no instant."""
+    unknown = [t for t in index_types if t not in INDEXABLE]
+    if unknown:
+        raise IndexingFailed(
+            f"cannot build index(es) {unknown}: hoodied builds {sorted(INDEXABLE)} (files comes with the "
+            "metadata table)"
+        )
+    with held(lock):
+        initialize_metadata_table(storage, lock, time_generator=time_generator)
+        table = Table.load(storage)
+        config = table.config
+        built = set(_partitions_prop(config, METADATA_PARTITIONS))
+        inflight = set(_partitions_prop(config, METADATA_PARTITIONS_INFLIGHT))
+        if pending_indexing(table):
+            busy = {
+                info.metadata_partition_path
+                for instant in pending_indexing(table)
+                for info in decode_index_plan(
+                    storage.read(table.timeline.file_of(instant.time, State.REQUESTED))
+                ).index_partition_infos
+            }
+        else:
+            busy = set()
+        wanted = [t for t in dict.fromkeys(index_types) if t not in built and t not in busy]
+        if MetadataPartition.PARTITION_STATS in wanted and not config.partition_fields:
+            raise IndexingFailed(f"{storage.uri} is not partitioned: partition_stats has nothing to hold")
+        if not wanted:
+            return ScheduledIndexing(None, None, f"{', '.join(index_types)}: already built or being built")
+        writer = TimelineWriter(storage, config, lock, time_generator=time_generator)
+        time = writer.next_instant_time()
+        latest = table.timeline.latest_completed_write()
+        upto = latest.time if latest is not None else time
+        mdt_storage = storage.child(METADATA_TABLE_PATH)
+        for partition in wanted:
+            mdt_storage.delete_dir(partition)  # a schedule that died half-way left it
+            write_partition_metafile(mdt_storage, partition, time)
+            for file_id in _file_group_ids(partition, config):
+                _empty_log(mdt_storage, partition, file_id, time, config.table_version)
+        _store_partitions(storage, sorted(built), sorted(inflight | set(wanted)))
+        plan = IndexPlan(tuple(IndexPartitionInfo(p, upto, {}, 1) for p in wanted))
+        requested = writer.request(INDEXING, time, plan)
+    logger.info("scheduled indexing %s on %s: %s up to %s", time, storage.uri, ", ".join(wanted), upto)
+    return ScheduledIndexing(requested, plan, f"builds {', '.join(wanted)}")
+
+
+# -- building ---------------------------------------------------------------------------------------------
+
+
+def index_slices(table: Table) -> list[FileSlice]:
+    """The slices an index build reads: the latest of every live file group."""
+    return table.file_slices()
+
+
+def build_index_records(
+    storage: Storage,
+    config: TableConfig,
+    instant_time: str,
+    partitions: Sequence[str],
+    slices: Sequence[FileSlice],
+) -> MetadataUpdate:
+    """The records of ``partitions`` for the files of ``slices`` (one task's share of a build): statistics
+    and bloom filters of each base file; each live key's location (read through the slice's merge)."""
+    wanted = set(partitions)
+    scoped = config.updated(
+        {
+            METADATA_PARTITIONS: ",".join(sorted(wanted)),
+            METADATA_PARTITIONS_INFLIGHT: "",
+        }
+    )
+    stats = [
+        WriteStat(
+            file_id=s.file_id,
+            path=s.base_file_path,
+            partition_path=s.partition_path,
+            file_size_in_bytes=s.base_file_size,
+        )
+        for s in slices
+        if s.base_file_path is not None
+    ]
+    update = update_for_rewrite(storage, scoped, instant_time, stats, record_index=False)
+    records: dict[str, list[MetadataRecord]] = {p: list(r) for p, r in update.records.items()}
+    if MetadataPartition.RECORD_INDEX in wanted:
+        table = Table.load(storage)
+        for s in slices:
+            merged = table.read_file_slice(s)
+            if merged is None or not merged.num_rows:
+                continue
+            if RECORD_KEY in merged.column_names:
+                keys = [str(k) for k in merged.column(RECORD_KEY).to_pylist()]
+            else:
+                keys = [str(k) for k in record_keys(merged, config.record_key_fields).to_pylist()]
+            records.setdefault(MetadataPartition.RECORD_INDEX, []).extend(
+                index_records_of_keys(config, keys, s.partition_path, s.file_id, instant_of(s))
+            )
+    return MetadataUpdate(instant_time, records=records)
+
+
+def instant_of(file_slice: FileSlice) -> str:
+    """The instant a record-index entry records for a slice's keys: the slice's base instant."""
+    return file_slice.base_instant
+
+
+# -- completing -------------------------------------------------------------------------------------------
+
+
+def complete_indexing(
+    storage: Storage,
+    lock: LockProvider,
+    instant: Instant,
+    built: MetadataUpdate,
+    seen: frozenset[str],
+    *,
+    time_generator: InstantTimeGenerator | None = None,
+) -> IndexingResult:
+    """Write the built records (``built``, made from the table with the completed writes ``seen``), catch up
+    with the writes that completed since, and complete the indexing instant (see the module doc)."""
+    with held(lock):
+        table = Table.load(storage)
+        current = table.timeline.get(instant.time)
+        if current is None or current.state is State.COMPLETED or current.action != INDEXING:
+            raise IndexingFailed(f"indexing {instant.time} is no longer pending ({current or 'gone'})")
+        plan = decode_index_plan(storage.read(table.timeline.file_of(instant.time, State.REQUESTED)))
+        partitions = tuple(i.metadata_partition_path or "" for i in plan.index_partition_infos)
+        writer = TimelineWriter(storage, table.config, lock, time_generator=time_generator)
+        inflight = current if current.state is State.INFLIGHT else writer.start(current)
+        mdt = open_metadata_table(storage, table.config)
+        if mdt is None:
+            raise IndexingFailed(f"{storage.uri} has no metadata table any more")
+        mdt_writer = MetadataWriter(mdt, lock, time_generator=time_generator)
+        mdt_writer.write_deltacommit(built)
+        # Writes that completed after the build read the table: their records go after the built ones.
+        missed = [i for i in table.timeline.completed_writes() if i.time not in seen]
+        caught: list[str] = []
+        scoped = table.config.updated(
+            {METADATA_PARTITIONS: ",".join(partitions), METADATA_PARTITIONS_INFLIGHT: ""}
+        )
+        records: dict[str, list[MetadataRecord]] = {}
+        deleted: dict[str, list[str]] = {}
+        for write in missed:
+            md = table.commit_metadata(write)
+            live = [s for s in md.write_stats if s.path and storage.exists(s.path)]
+            update = update_for_write(storage, scoped, write.time, live)
+            for p, r in update.records.items():
+                records.setdefault(p, []).extend(r)
+            for p, k in update.deleted_keys.items():
+                deleted.setdefault(p, []).extend(k)
+            caught.append(write.time)
+        if caught:
+            catch_up_time = writer.next_instant_time()
+            mdt = open_metadata_table(storage, table.config)
+            assert mdt is not None
+            MetadataWriter(mdt, lock, time_generator=time_generator).write_deltacommit(
+                MetadataUpdate(catch_up_time, records=records, deleted_keys=deleted)
+            )
+        done = writer.complete(inflight, IndexCommitMetadata(plan.index_partition_infos, None, 1))
+        config = TableConfig.load(storage)
+        built_now = set(_partitions_prop(config, METADATA_PARTITIONS)) | set(partitions)
+        still = set(_partitions_prop(config, METADATA_PARTITIONS_INFLIGHT)) - set(partitions)
+        _store_partitions(storage, sorted(built_now), sorted(still))
+    count = sum(len(r) for r in built.records.values())
+    logger.info(
+        "completed indexing %s on %s: %s, %d record(s), %d write(s) caught up",
+        instant.time,
+        storage.uri,
+        ", ".join(partitions),
+        count,
+        len(caught),
+    )
+    return IndexingResult(done, partitions, count, tuple(caught))
+
+
+def run_indexing(
+    storage: Storage,
+    lock: LockProvider,
+    instant_time: str | None = None,
+    *,
+    time_generator: InstantTimeGenerator | None = None,
+) -> IndexingResult:
+    """Build and complete a pending indexing instant in this process (the earliest when none is named)."""
+    table = Table.load(storage)
+    pending = pending_indexing(table)
+    chosen = [i for i in pending if instant_time is None or i.time == instant_time]
+    if not chosen:
+        raise IndexingFailed(
+            f"no pending indexing{' ' + instant_time if instant_time else ''} on {storage.uri}"
+        )
+    instant = chosen[0]
+    plan = decode_index_plan(storage.read(table.timeline.file_of(instant.time, State.REQUESTED)))
+    partitions = [i.metadata_partition_path or "" for i in plan.index_partition_infos]
+    seen = frozenset(i.time for i in table.timeline.completed_writes())
+    built = build_index_records(storage, table.config, instant.time, partitions, index_slices(table))
+    return complete_indexing(storage, lock, instant, built, seen, time_generator=time_generator)
+
+
+# -- dropping ---------------------------------------------------------------------------------------------
+
+
+def drop_index(storage: Storage, lock: LockProvider, index_types: Sequence[str]) -> list[str]:
+    """Drop metadata-table partitions; ``files`` drops the whole metadata table. Returns what was dropped."""
+    from hoodie.metadata_table import delete_metadata_table
+
+    dropped: list[str] = []
+    with held(lock):
+        if MetadataPartition.FILES in index_types:
+            if delete_metadata_table(storage, lock):
+                dropped.append(MetadataPartition.FILES)
+            return dropped
+        config = TableConfig.load(storage)
+        built = _partitions_prop(config, METADATA_PARTITIONS)
+        inflight = _partitions_prop(config, METADATA_PARTITIONS_INFLIGHT)
+        mdt_storage = storage.child(METADATA_TABLE_PATH)
+        for partition in index_types:
+            if partition in built or partition in inflight or mdt_storage.exists(partition):
+                dropped.append(partition)
+        if not dropped:
+            return dropped
+        _store_partitions(
+            storage, [p for p in built if p not in dropped], [p for p in inflight if p not in dropped]
+        )
+        for partition in dropped:
+            mdt_storage.delete_dir(partition)
+        _drop_index_definitions(storage, config, dropped)
+    logger.info("dropped index(es) %s of %s", ", ".join(dropped), storage.uri)
+    return dropped
+
+
+def _drop_index_definitions(storage: Storage, config: TableConfig, partitions: Sequence[str]) -> None:
+    path = config.props.get("hoodie.table.index.defs.path", "").strip()
+    if not path or not storage.exists(path):
+        return
+    defs = json.loads(storage.read(path))
+    entries = defs.get("indexDefinitions") or {}
+    if not any(p in entries for p in partitions):
+        return
+    for p in partitions:
+        entries.pop(p, None)
+    storage.create(path, json.dumps(defs, indent=2).encode("utf-8"), overwrite=True)

@@ -1,0 +1,308 @@
+"""What a table service's commit changes in the metadata table (a :class:`~.writer.MetadataUpdate`).
+
+As Hudi's metadata writer does for the same actions:
+
+==============  ==========================================================================================
+partition       what goes in
+==============  ==========================================================================================
+files           compaction and clustering: the new base files (the files they replace stay listed until a
+                clean deletes them); clean: the deleted files, marked deleted
+column_stats    statistics of every new base file, for the indexed columns; a clean's deleted files get
+                tombstones
+partition_stats each partition with new files: their statistics as a loose bound (``isTightBound`` false),
+                which widens the partition's range; a clean changes nothing (a loose bound stays true)
+bloom_filters   the bloom filter of every new base file (from its footer); tombstones for deleted base files
+record_index    clustering: every key of the new files at its new location (compaction keeps file ids and
+                clean removes no live record: they change nothing)
+secondary       nothing: these services change no record's values
+==============  ==========================================================================================
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import posixpath
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hoodie.bloom import read_bloom_filter
+from hoodie.config import TableConfig
+from hoodie.errors import HoodieError
+from hoodie.keygen import record_keys
+from hoodie.metadata.records import MetadataPartition, MetadataRecord, RecordType
+from hoodie.metadata.stats import (
+    ColumnStats,
+    bloom_filter_key,
+    column_stats_records,
+    parquet_column_stats,
+    partition_stats_records,
+)
+from hoodie.metadata.writer import MetadataUpdate, MetadataWriter, metadata_record, open_metadata_table
+from hoodie.storage import Storage
+from hoodie.table import RECORD_KEY
+from hoodie.timeline.instant_time import parse_instant_time
+from hoodie.timeline.metadata import WriteStat
+
+__all__ = ["indexed_columns", "update_for_clean", "update_for_rewrite", "update_for_write"]
+
+INDEX_DEFS_PATH = "hoodie.table.index.defs.path"
+INDEX_DEFS_DEFAULT = ".hoodie/.index_defs/index.json"
+COLUMN_LIST = "hoodie.metadata.index.column.stats.column.list"
+MAX_COLUMNS = "hoodie.metadata.index.column.stats.max.columns.to.index"
+MAX_COLUMNS_DEFAULT = 32
+#: Meta columns column_stats indexes by default (not the sequence number and file name).
+INDEXED_META_COLUMNS = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key")
+
+
+def indexed_columns(storage: Storage, config: TableConfig, file_columns: Sequence[str]) -> list[str]:
+    """The columns ``column_stats`` indexes: the index definition's source fields (v8+), else
+    ``hoodie.metadata.index.column.stats.column.list``, else the columns the index already holds (a v6 table
+    records no definition, and its writer may have had a column list), else Hudi's default (three meta
+    columns and the first ``max.columns.to.index`` data columns of the files)."""
+    path = config.props.get(INDEX_DEFS_PATH, INDEX_DEFS_DEFAULT).strip() or INDEX_DEFS_DEFAULT
+    try:
+        defs = json.loads(storage.read(path))
+    except FileNotFoundError:
+        defs = None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise HoodieError(f"{storage.uri}/{path} is not an index definition file: {e}") from e
+    if isinstance(defs, dict):
+        column_stats = (defs.get("indexDefinitions") or {}).get(MetadataPartition.COLUMN_STATS) or {}
+        fields = column_stats.get("sourceFields")
+        if isinstance(fields, list) and fields:
+            return [str(f) for f in fields]
+    listed = [c.strip() for c in config.props.get(COLUMN_LIST, "").split(",") if c.strip()]
+    if listed:
+        return listed
+    seen = _columns_in_index(storage, config)
+    if seen:
+        return seen
+    limit = int(config.props.get(MAX_COLUMNS, MAX_COLUMNS_DEFAULT))
+    data = [c for c in file_columns if not c.startswith("_hoodie_")][:limit]
+    return [c for c in INDEXED_META_COLUMNS if c in file_columns] + data
+
+
+def _columns_in_index(storage: Storage, config: TableConfig) -> list[str]:
+    mdt = open_metadata_table(storage, config)
+    if mdt is None or MetadataPartition.COLUMN_STATS not in config.metadata_partitions:
+        return []
+    names: dict[str, None] = {}
+    for record in mdt.read_partition(MetadataPartition.COLUMN_STATS).values():
+        stats = record.get("ColumnStatsMetadata") or {}
+        if stats.get("columnName") and not stats.get("isDeleted"):
+            names[stats["columnName"]] = None
+    return list(names)
+
+
+def _base_file_name(path: str) -> str:
+    return posixpath.basename(path)
+
+
+def update_for_rewrite(
+    storage: Storage,
+    config: TableConfig,
+    instant_time: str,
+    stats: Sequence[WriteStat],
+    *,
+    record_index: bool,
+) -> MetadataUpdate:
+    """The metadata update of a compaction (``record_index`` false) or a clustering (true): the new base
+    files ``stats`` name, with the statistics, bloom filters and record locations the table indexes."""
+    partitions = set(MetadataWriter.partitions_of(config))
+    version = config.table_version
+    added: dict[str, dict[str, int]] = {}
+    records: dict[str, list[MetadataRecord]] = {}
+    per_partition_stats: dict[str, list[dict[str, Any]]] = {}
+    columns: list[str] | None = None
+    for stat in stats:
+        if not stat.path:
+            continue
+        partition = stat.partition_path or ""
+        name = _base_file_name(stat.path)
+        size = stat.file_size_in_bytes or stat.total_write_bytes or storage.size(stat.path)
+        added.setdefault(partition, {})[name] = int(size)
+        footer = pq.read_metadata(storage.open_input_file(stat.path))
+        if MetadataPartition.COLUMN_STATS in partitions:
+            if columns is None:
+                columns = indexed_columns(storage, config, footer.schema.names)
+            column_stats = parquet_column_stats(storage, stat.path, columns)
+            file_records = column_stats_records(partition, name, column_stats, table_version=version)
+            records.setdefault(MetadataPartition.COLUMN_STATS, []).extend(file_records)
+            per_partition_stats.setdefault(partition, []).extend(
+                r["ColumnStatsMetadata"] for r in file_records
+            )
+        if MetadataPartition.BLOOM_FILTERS in partitions:
+            bloom = read_bloom_filter(footer.metadata)
+            if bloom is not None:
+                records.setdefault(MetadataPartition.BLOOM_FILTERS, []).append(
+                    bloom_record(partition, name, instant_time, bloom.type_code, bloom.serialize().encode())
+                )
+        if record_index and MetadataPartition.RECORD_INDEX in partitions:
+            records.setdefault(MetadataPartition.RECORD_INDEX, []).extend(
+                record_index_records(storage, config, stat, instant_time)
+            )
+    if MetadataPartition.PARTITION_STATS in partitions and version >= 8 and config.partition_fields:
+        for partition, file_stats in per_partition_stats.items():
+            loose = partition_stats_records(partition, file_stats, table_version=version)
+            for r in loose:
+                r["ColumnStatsMetadata"]["isTightBound"] = False  # widens the partition's range
+            records.setdefault(MetadataPartition.PARTITION_STATS, []).extend(loose)
+    return MetadataUpdate(instant_time, files_added=added, records=records)
+
+
+def update_for_write(
+    storage: Storage,
+    config: TableConfig,
+    instant_time: str,
+    stats: Sequence[WriteStat],
+    *,
+    deleted_keys: Sequence[str] = (),
+) -> MetadataUpdate:
+    """The metadata update of a write (insert, upsert, delete) that wrote ``stats``: its base files as a
+    rewrite's (statistics, bloom filters, every key of each base file in the record index), its log files in
+    the file listing (at their size now: a v6 log file grows by appends), and ``deleted_keys`` out of the
+    record index. Log files get no column statistics: Hudi's data skipping keeps files the index lacks."""
+    bases = [s for s in stats if s.path and not _is_log(s.path)]
+    update = update_for_rewrite(storage, config, instant_time, bases, record_index=True)
+    added = {p: dict(files) for p, files in update.files_added.items()}
+    for stat in stats:
+        if stat.path and _is_log(stat.path):
+            added.setdefault(stat.partition_path or "", {})[_base_file_name(stat.path)] = storage.size(
+                stat.path
+            )
+    deleted: dict[str, list[str]] = {}
+    if MetadataPartition.RECORD_INDEX in MetadataWriter.partitions_of(config) and deleted_keys:
+        deleted[MetadataPartition.RECORD_INDEX] = sorted(set(deleted_keys))
+    return MetadataUpdate(instant_time, files_added=added, records=update.records, deleted_keys=deleted)
+
+
+def _is_log(path: str) -> bool:
+    return _base_file_name(path).startswith(".") and ".log." in path
+
+
+def update_for_clean(
+    storage: Storage,
+    config: TableConfig,
+    instant_time: str,
+    deleted: Mapping[str, Sequence[str]],
+    indexed: Sequence[str] | None = None,
+) -> MetadataUpdate:
+    """The metadata update of a clean that deleted ``deleted`` (partition path -> file names)."""
+    partitions = set(MetadataWriter.partitions_of(config))
+    records: dict[str, list[MetadataRecord]] = {}
+    if MetadataPartition.COLUMN_STATS in partitions:
+        columns = list(indexed) if indexed is not None else indexed_columns(storage, config, [])
+        dummies = {c: _NO_STATS for c in columns}
+        for partition, names in deleted.items():
+            for name in names:
+                records.setdefault(MetadataPartition.COLUMN_STATS, []).extend(
+                    column_stats_records(
+                        partition, name, dummies, table_version=config.table_version, is_deleted=True
+                    )
+                )
+    if MetadataPartition.BLOOM_FILTERS in partitions:
+        for partition, names in deleted.items():
+            for name in names:
+                if not name.startswith("."):  # base files only
+                    records.setdefault(MetadataPartition.BLOOM_FILTERS, []).append(
+                        bloom_record(partition, name, instant_time, "", b"", is_deleted=True)
+                    )
+    return MetadataUpdate(instant_time, files_deleted=deleted, records=records)
+
+
+_NO_STATS = ColumnStats("", pa.null(), None, None, None, 0, 0, 0, 0)
+
+
+def bloom_record(
+    partition: str,
+    name: str,
+    instant_time: str,
+    type_code: str,
+    serialized: bytes,
+    *,
+    is_deleted: bool = False,
+) -> MetadataRecord:
+    """A bloom_filters record (``HoodieMetadataBloomFilter``) of one base file."""
+    return metadata_record(
+        bloom_filter_key(partition, name),
+        RecordType.BLOOM_FILTER,
+        BloomFilterMetadata={
+            "type": type_code,
+            "timestamp": instant_time,
+            "bloomFilter": serialized,
+            "isDeleted": is_deleted,
+        },
+    )
+
+
+def instant_epoch_millis(instant_time: str, config: TableConfig) -> int:
+    """An instant time as epoch milliseconds, read in the table's timeline time zone (UTC or local)."""
+    moment = parse_instant_time(instant_time[:17])
+    if config.timeline_timezone == "UTC":
+        return int(moment.replace(tzinfo=dt.UTC).timestamp() * 1000)
+    return int(moment.timestamp() * 1000)  # naive: the local time zone, as Hudi's LOCAL
+
+
+def record_location(file_id: str) -> dict[str, Any]:
+    """How the record index stores a file id: a UUID-based ``<uuid>-<n>`` as its two 64-bit halves and the
+    index (encoding 0), anything else as the string (encoding 1)."""
+    head, _, tail = file_id.rpartition("-")
+    parsed: uuid.UUID | None = None
+    if tail.isdigit():
+        try:
+            parsed = uuid.UUID(head)
+        except ValueError:
+            parsed = None
+    if parsed is None or str(parsed) != head.lower():
+        return {
+            "fileIdHighBits": None,
+            "fileIdLowBits": None,
+            "fileIndex": None,
+            "fileId": file_id,
+            "fileIdEncoding": 1,
+        }
+    index = int(tail)
+    value = parsed.int
+    high, low = value >> 64, value & ((1 << 64) - 1)
+    return {
+        "fileIdHighBits": high - (1 << 64) if high >= 1 << 63 else high,
+        "fileIdLowBits": low - (1 << 64) if low >= 1 << 63 else low,
+        "fileIndex": index,
+        "fileId": "",
+        "fileIdEncoding": 0,
+    }
+
+
+def record_index_records(
+    storage: Storage, config: TableConfig, stat: WriteStat, instant_time: str
+) -> list[MetadataRecord]:
+    """Record-index records for every key of the base file ``stat`` names (the clustering moved them)."""
+    assert stat.path is not None
+    keys = _file_keys(storage, config, stat.path)
+    file_id = stat.file_id or _base_file_name(stat.path).split("_")[0]
+    return index_records_of_keys(config, keys, stat.partition_path or "", file_id, instant_time)
+
+
+def index_records_of_keys(
+    config: TableConfig, keys: Sequence[str], partition: str, file_id: str, instant_time: str
+) -> list[MetadataRecord]:
+    """Record-index records placing ``keys`` in file group ``file_id`` of ``partition``, written at
+    ``instant_time``."""
+    location = record_location(file_id)
+    millis = instant_epoch_millis(instant_time, config)
+    info = {"partitionName": partition, **location, "instantTime": millis, "position": None}
+    return [metadata_record(key, RecordType.RECORD_INDEX, recordIndexMetadata=dict(info)) for key in keys]
+
+
+def _file_keys(storage: Storage, config: TableConfig, path: str) -> list[str]:
+    with storage.open_input_file(path) as f:
+        parquet = pq.ParquetFile(f)
+        if RECORD_KEY in parquet.schema_arrow.names:
+            return [str(k) for k in parquet.read(columns=[RECORD_KEY]).column(0).to_pylist()]
+        table = parquet.read(columns=list(config.record_key_fields))
+    return [str(k) for k in record_keys(table, config.record_key_fields).to_pylist()]

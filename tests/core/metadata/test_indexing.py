@@ -1,0 +1,221 @@
+"""The indexing service on generated tables of every version: the metadata table is created when missing,
+the new indexes cover every record and file (also while a writer commits in another process), hudi-rs
+reads through the result, and indexes drop cleanly. Also the metadata table's own compaction."""
+
+from __future__ import annotations
+
+import multiprocessing
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from compare import assert_same_rows
+from hoodie import Table
+from hoodie.lock import FileSystemLock
+from hoodie.metadata import MetadataTable
+from hoodie.metadata.indexing import (
+    IndexingFailed,
+    drop_index,
+    pending_indexing,
+    run_indexing,
+    schedule_indexing,
+)
+from hoodie.metadata.writer import compact_if_due, deltacommits_since_compaction
+from hoodie.storage import Storage
+from hoodie.timeline.instant import INDEXING, State
+from hoodie.timeline.metadata import decode_index_commit_metadata, decode_index_plan
+from hoodie.write.generate import GenerateSpec, generate_table
+from hoodie.write.table_writer import TableWriter
+from hudi_oracle import HudiOracle, OracleRows, Query
+from metadata_checks import check_metadata_table
+
+KEYS = ["_hoodie_partition_path", "_hoodie_record_key"]
+
+
+def _generate(root: Path, version: int, partitions: int = 2) -> None:
+    spec = GenerateSpec(
+        table_version=version,
+        rows=300,
+        commits=3,
+        update_fraction=0.3,
+        delete_fraction=0.1,
+        partitions=partitions,
+        seed=5,
+    )
+    generate_table(str(root), spec)
+
+
+def _hudi_rs_reads_the_same(root: Path) -> None:
+    with tempfile.TemporaryDirectory() as work:
+        snapshot = HudiOracle(Path(work)).one(str(root), Query.snapshot())
+    assert isinstance(snapshot, OracleRows), snapshot
+    assert_same_rows(snapshot.table, Table.open(str(root)).read(), KEYS, context=f"hudi-rs {root}")
+
+
+@pytest.mark.parametrize(("version", "partitions"), [(6, 2), (8, 0), (9, 2)])
+def test_indexes_are_built_on_a_table_without_a_metadata_table(
+    tmp_path: Path, version: int, partitions: int
+) -> None:
+    root = tmp_path / "t"
+    _generate(root, version, partitions)
+    storage = Storage.for_uri(str(root))
+    lock = FileSystemLock(storage)
+    wanted = ["column_stats", "bloom_filters", "record_index"]
+    if version >= 8 and partitions:
+        wanted.append("partition_stats")
+    latest = Table.open(str(root)).timeline.latest_completed_write()
+    assert latest is not None
+    scheduled = schedule_indexing(storage, lock, wanted)
+    assert scheduled.instant is not None, scheduled.reason
+    table = Table.open(str(root))
+    # The metadata table exists with its files partition; the new ones are being built.
+    assert table.config.metadata_partitions == ("files",)
+    inflight = table.config.props["hoodie.table.metadata.partitions.inflight"].split(",")
+    assert sorted(inflight) == sorted(wanted)
+    plan = decode_index_plan(
+        (root / table.timeline.file_of(scheduled.instant.time, State.REQUESTED)).read_bytes()
+    )
+    assert [i.metadata_partition_path for i in plan.index_partition_infos] == wanted
+    assert {i.index_upto_instant for i in plan.index_partition_infos} == {latest.time}
+    # Scheduling the same again asks for nothing new.
+    assert schedule_indexing(storage, lock, wanted).instant is None
+
+    result = run_indexing(storage, lock)
+    assert result.records > 0
+    table = Table.open(str(root))
+    assert sorted(table.config.metadata_partitions) == sorted(["files", *wanted])
+    assert table.config.props["hoodie.table.metadata.partitions.inflight"] == ""
+    done = table.timeline.get(scheduled.instant.time)
+    assert done is not None
+    assert done.state is State.COMPLETED
+    assert done.action == INDEXING
+    md = decode_index_commit_metadata(
+        (root / table.timeline.file_of(done.time, State.COMPLETED)).read_bytes()
+    )
+    assert md.index_partition_infos == plan.index_partition_infos
+    assert not pending_indexing(table)
+    check_metadata_table(root, f"v{version} indexed")
+    _hudi_rs_reads_the_same(root)
+
+
+def _write_loop(root: str, commits: int, seed: int) -> None:  # runs in a child process
+    import random
+
+    rng = random.Random(seed)
+    writer = TableWriter.open(root)
+    table = Table.open(root)
+    base = table.read()
+    data = base.drop([c for c in base.column_names if c.startswith("_hoodie_")])
+    for i in range(commits):
+        n = data.num_rows
+        picks = sorted(rng.sample(range(n), min(5, n)))
+        writer.upsert(data.take(pa.array(picks)))
+        if i % 3 == 2:
+            writer.delete(data.take(pa.array(picks[:1])))
+
+
+def test_an_index_built_while_a_writer_commits_covers_every_record(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    _generate(root, 8)
+    storage = Storage.for_uri(str(root))
+    lock = FileSystemLock(storage)
+    # The metadata table first, so that the writer's commits all go through it.
+    schedule_indexing(storage, lock, ["column_stats"])
+    run_indexing(storage, lock)
+    ctx = multiprocessing.get_context("spawn")
+    child = ctx.Process(target=_write_loop, args=(str(root), 12, 7))
+    child.start()
+    try:
+        scheduled = schedule_indexing(storage, lock, ["record_index", "bloom_filters"])
+        assert scheduled.instant is not None
+        run_indexing(storage, lock)
+    finally:
+        child.join(timeout=300)
+    assert child.exitcode == 0
+    table = Table.open(str(root))
+    assert len(table.timeline.completed_writes()) >= 3 + 12
+    assert "record_index" in table.config.metadata_partitions
+    check_metadata_table(root, "indexed under a writer")
+    _hudi_rs_reads_the_same(root)
+
+
+def test_drop_an_index_and_the_whole_metadata_table(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    _generate(root, 9)
+    storage = Storage.for_uri(str(root))
+    lock = FileSystemLock(storage)
+    schedule_indexing(storage, lock, ["record_index", "column_stats"])
+    run_indexing(storage, lock)
+    assert drop_index(storage, lock, ["record_index"]) == ["record_index"]
+    table = Table.open(str(root))
+    assert "record_index" not in table.config.metadata_partitions
+    assert not (root / ".hoodie" / "metadata" / "record_index").exists()
+    check_metadata_table(root, "record index dropped")
+    assert drop_index(storage, lock, ["record_index"]) == []
+    assert drop_index(storage, lock, ["files"]) == ["files"]
+    assert not (root / ".hoodie" / "metadata").exists()
+    assert Table.open(str(root)).config.metadata_partitions == ()
+    _hudi_rs_reads_the_same(root)
+
+
+def test_bad_requests_are_refused(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    _generate(root, 8, partitions=0)
+    storage = Storage.for_uri(str(root))
+    lock = FileSystemLock(storage)
+    with pytest.raises(IndexingFailed, match="expr_index_x"):
+        schedule_indexing(storage, lock, ["expr_index_x"])
+    with pytest.raises(IndexingFailed, match="not partitioned"):
+        schedule_indexing(storage, lock, ["partition_stats"])
+    with pytest.raises(IndexingFailed, match="no pending indexing"):
+        run_indexing(storage, lock)
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_the_metadata_table_compacts_when_due(tmp_path: Path, version: int) -> None:
+    root = tmp_path / "t"
+    _generate(root, version)
+    storage = Storage.for_uri(str(root))
+    lock = FileSystemLock(storage)
+    schedule_indexing(storage, lock, ["column_stats", "record_index"])
+    run_indexing(storage, lock)
+    writer = TableWriter.open(str(root))
+    rows = Table.open(str(root)).read()
+    data = rows.drop([c for c in rows.column_names if c.startswith("_hoodie_")])
+    for i in range(3):
+        writer.upsert(data.slice(i * 3, 3))  # each commit compacts the metadata table only when due
+    table = Table.open(str(root))
+    mdt = MetadataTable.load(table.storage, table.config, table.timeline)
+    before = {p: mdt.read_partition(p) for p in table.config.metadata_partitions}
+    assert deltacommits_since_compaction(mdt.timeline) >= 1
+    done = compact_if_due(storage, lock, max_delta_commits=1)
+    assert done is not None
+    table = Table.open(str(root))
+    mdt = MetadataTable.load(table.storage, table.config, table.timeline)
+    assert deltacommits_since_compaction(mdt.timeline) == 0
+    for partition, records in before.items():
+        slices = mdt.file_slices(partition)
+        assert all(s.base_instant == done.instant.time and not s.log_files for s in slices), partition
+        after = mdt.read_partition(partition)
+        assert after.keys() == {k for k, r in records.items()}, partition
+    check_metadata_table(root, f"v{version} compacted")
+    _hudi_rs_reads_the_same(root)
+    # Not due: nothing happens.
+    assert compact_if_due(storage, lock, max_delta_commits=10) is None
+    # A second compaction: its clean deletes the slices older than the two latest of each file group.
+    writer.upsert(data.slice(20, 3))
+    files_before = {p.name for p in (root / ".hoodie" / "metadata" / "files").iterdir()}
+    second = compact_if_due(storage, lock, max_delta_commits=1)
+    assert second is not None
+    table = Table.open(str(root))
+    mdt = MetadataTable.load(table.storage, table.config, table.timeline)
+    cleans = [i for i in mdt.timeline.completed() if i.action == "clean"]
+    assert len(cleans) == 1
+    files_after = {p.name for p in (root / ".hoodie" / "metadata" / "files").iterdir()}
+    gone = files_before - files_after
+    assert gone
+    assert all(done.instant.time not in name for name in gone)  # the previous slice stays
+    check_metadata_table(root, f"v{version} compacted twice and cleaned")
+    _hudi_rs_reads_the_same(root)
