@@ -263,6 +263,7 @@ def commit_clean(
             service="clean",
             time_generator=time_generator,
         )
+        failpoint("clean.after_metadata_commit")
         done = writer.complete(instant, content)
     maintain_metadata_table(storage, lock, time_generator=time_generator)
     deleted_bytes = sum(r.size for r in results if r.status == DELETED)

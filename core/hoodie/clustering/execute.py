@@ -607,6 +607,7 @@ def commit_clustering(
                 service="clustering",
                 time_generator=time_generator,
             )
+            failpoint("clustering.after_metadata_commit")
             done = writer.complete(instant, metadata)
     if conflict is not None:
         _abort(storage, lock, instant, prepared.plan, conflict, time_generator)

@@ -199,25 +199,26 @@ def storage_listing(
     storage: Storage, timeline: Timeline, partitions: Iterable[str] | None = None
 ) -> dict[str, dict[str, int]]:
     """The data table's committed base and log files on storage, as :meth:`MetadataTable.file_listing`
-    gives them: partition path -> {file name: size}. Files of writes that did not complete are left out."""
+    gives them: partition path -> {file name: size}. Files of writes that did not complete are left out
+    (for v6 log files, which name their slice's base instant rather than their write, files whose base
+    instant is not on the timeline at all)."""
+    version = TableConfig.load(storage).table_version
     files = classify_listing(storage.list("", recursive=True))
     out: dict[str, dict[str, int]] = {}
     wanted = set(partitions) if partitions is not None else None
     for f in files:
         if wanted is not None and f.partition_path not in wanted:
             continue
-        instant = f.base.instant_time if f.base is not None else f.log.instant if f.log is not None else ""
-        if not timeline.is_committed(instant) and not _committed_log(f, timeline):
-            continue
-        out.setdefault(f.partition_path, {})[f.name] = f.size
+        if f.base is not None:
+            committed = timeline.is_committed(f.base.instant_time)
+        elif f.log is not None:
+            instant = f.log.instant
+            committed = timeline.is_committed(instant) or (version < 8 and timeline.get(instant) is not None)
+        else:
+            committed = False
+        if committed:
+            out.setdefault(f.partition_path, {})[f.name] = f.size
     return out
-
-
-def _committed_log(f: object, timeline: Timeline) -> bool:
-    # A v6 log file names its slice's base instant, not the deltacommit that wrote it: it counts when the
-    # base instant (or the pending compaction it follows) is on the timeline at all.
-    log = getattr(f, "log", None)
-    return log is not None and timeline.get(log.instant) is not None
 
 
 def compare_listings(

@@ -733,3 +733,14 @@ def clean(writer: MetadataWriter, time: str, *, slices_retained: int = CLEAN_SLI
     )
     logger.info("metadata table of %s: clean %s deleted %d old file(s)", mdt.data_storage.uri, time, total)
     return total
+
+
+def forget_metadata_instant(storage: Storage, lock: LockProvider, time: str) -> bool:
+    """Remove what the data-table instant ``time`` wrote to the metadata table (a rollback of the instant
+    does this before the instant itself goes: a completed metadata deltacommit whose data instant is gone
+    would count again). Returns whether there was anything; a table without a metadata table has nothing."""
+    with held(lock):
+        mdt = open_metadata_table(storage, TableConfig.load(storage))
+        if mdt is None:
+            return False
+        return MetadataWriter(mdt, lock).remove_instant(time)

@@ -33,6 +33,7 @@ from hoodie.lock import LockProvider, held
 from hoodie.log.block import BlockType, iter_blocks
 from hoodie.log.log_file import LogFile
 from hoodie.log.writer import encode_rollback_command_block, write_log_file
+from hoodie.metadata.writer import forget_metadata_instant
 from hoodie.settings import int_setting
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -271,6 +272,7 @@ def rollback_failed_write(
         instants_rollback=(InstantInfo(instant.time, current.action),),
     )
     with held(lock):
+        forget_metadata_instant(storage, lock, instant.time)  # before the data instant goes
         writer.delete_pending(current)
         done = writer.complete(rollback, encode_rollback_metadata(metadata, table_version=version))
     Markers(storage, instant.time).delete_all()

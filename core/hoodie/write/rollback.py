@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from hoodie.errors import HoodieError
 from hoodie.file_group.base_file import BaseFile
 from hoodie.lock import LockProvider, held
+from hoodie.metadata.writer import forget_metadata_instant
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.instant import ROLLBACK, Instant, State
@@ -129,6 +130,8 @@ def rollback_unfinished(
         rollback_time = generator.next(storage, cfg)
         requested = writer.request(ROLLBACK, rollback_time, encode_rollback_plan(plan, table_version=version))
     inflight = writer.start(requested)
+    # The attempt may have written the metadata table before it died: that goes first.
+    forget_metadata_instant(storage, lock, instant.time)
     deleted: dict[str, list[str]] = {}
     for partition, paths in sorted(by_partition.items()):
         for path in paths:
