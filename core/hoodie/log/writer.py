@@ -214,6 +214,24 @@ def encode_avro_data_block(
     return frame_block(BlockType.AVRO_DATA, header, b"".join(content))
 
 
+def encode_avro_records(table: pa.Table, avro_schema: str) -> list[bytes]:
+    """The Avro binary of each row of ``table`` in the record schema ``avro_schema``, column-wise as
+    :func:`encode_avro_data_block` encodes them, without block framing (values of the metadata table's
+    HFiles)."""
+    compiled = _compile(avro_schema)
+    physical = _conform(table, compiled)
+    if compiled.needs_cast:
+        physical = physical.cast(compiled.physical_type)
+    encode = _record_encoder(avro_schema)
+    out: list[bytes] = []
+    for start in range(0, len(physical), _ROWS_PER_CHUNK):
+        chunk = physical.slice(start, _ROWS_PER_CHUNK)
+        rows = _concat(encode(chunk), len(chunk))
+        data, offsets = rows.data.tobytes(), rows.offsets.tolist()
+        out.extend(data[offsets[i] : offsets[i + 1]] for i in range(len(chunk)))
+    return out
+
+
 def _compile(avro_schema: str) -> CompiledSchema:
     if not isinstance(avro_schema, str):
         raise TypeError(f"avro_schema must be the schema's JSON text, not {type(avro_schema).__name__}")

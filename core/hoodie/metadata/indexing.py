@@ -224,7 +224,7 @@ def initialize_metadata_table(
         update = MetadataUpdate(init, files_added=storage_listing(storage, timeline))
         records = {r["key"]: r for r in update.files_records()}
         schema = default_schema_json(version)
-        parsed = fastavro.parse_schema(json.loads(schema), _write_hint=False)
+        parsed = fastavro.parse_schema(json.loads(schema))
         (file_id,) = _file_group_ids(MetadataPartition.FILES, config)
         name = f"{file_id}_{WRITE_TOKEN}_{init}.hfile"
         path = f"{MetadataPartition.FILES}/{name}"

@@ -42,7 +42,7 @@ import hashlib
 import io
 import json
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import IntEnum
@@ -51,6 +51,8 @@ from importlib import resources
 from typing import Any
 
 import fastavro
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -192,6 +194,31 @@ def file_group_index(key: str, count: int) -> int:
     if count <= 0:
         raise ValueError(f"a metadata-table partition has at least one file group, not {count}")
     return _java_abs(_java_rem(_java_abs(java_string_hash(key)), count))
+
+
+def file_group_indexes(keys: Sequence[str], count: int) -> npt.NDArray[np.int64]:
+    """:func:`file_group_index` of many keys at once (numpy over the keys' UTF-16 code units)."""
+    if count <= 0:
+        raise ValueError(f"a metadata-table partition has at least one file group, not {count}")
+    n = len(keys)
+    if not n:
+        return np.zeros(0, np.int64)
+    encoded = [k.encode("utf-16-le", "surrogatepass") for k in keys]
+    lengths = np.fromiter((len(e) // 2 for e in encoded), np.int64, n)
+    units = np.frombuffer(b"".join(encoded), "<u2").astype(np.uint64)
+    starts = np.zeros(n, np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    h = np.zeros(n, np.uint64)
+    for j in range(int(lengths.max())):
+        live = lengths > j
+        h[live] = (h[live] * np.uint64(31) + units[starts[live] + j]) & np.uint64(0xFFFFFFFF)
+    signed = h.astype(np.int64)
+    signed[signed >= 1 << 31] -= 1 << 32
+    # abs(abs(h) % count) with Java's int: abs(MIN_VALUE) stays negative, % keeps the dividend's sign
+    absolute = np.where(signed == -(1 << 31), signed, np.abs(signed))
+    remainder = np.abs(absolute) % count
+    remainder = np.where(absolute < 0, -remainder, remainder)
+    return np.asarray(np.abs(remainder), np.int64)
 
 
 # -- value types and wrappers -----------------------------------------------------------------------------

@@ -25,6 +25,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from typing import Any
 
@@ -42,7 +43,7 @@ from hoodie.hfile.writer import HFileWriter
 from hoodie.lock import LockProvider, held
 from hoodie.log.block import BlockType, HeaderKey
 from hoodie.log.log_file import LogFile
-from hoodie.log.writer import encode_delete_block, frame_block
+from hoodie.log.writer import encode_avro_records, encode_delete_block, frame_block
 from hoodie.metadata.reader import METADATA_TABLE_PATH, MetadataTable
 from hoodie.metadata.records import (
     ALL_PARTITIONS_KEY,
@@ -52,7 +53,8 @@ from hoodie.metadata.records import (
     is_deleted,
     partition_key,
 )
-from hoodie.metadata.stats import file_group_index
+from hoodie.metadata.stats import file_group_indexes
+from hoodie.schema import compile_avro_schema
 from hoodie.storage import Storage
 from hoodie.timeline.instant import CLEAN, COMMIT, COMPACTION, DELTA_COMMIT, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
@@ -274,18 +276,20 @@ class MetadataWriter:
             if partition not in wanted:
                 del by_partition[partition]  # not built on this table: nothing to keep up to date
         schema_json = self.schema_json()
-        parsed = fastavro.parse_schema(json.loads(schema_json), _write_hint=False)
+        parsed = fastavro.parse_schema(json.loads(schema_json))
         deletes = {p: list(keys) for p, keys in update.deleted_keys.items() if keys and p in wanted}
         plan: list[tuple[str, str, bytes, int, int]] = []  # partition, file group, blocks, records, index
         for partition in sorted(set(by_partition) | set(deletes)):
             groups = self.file_groups(partition)
             routed: dict[int, dict[str, MetadataRecord]] = {}
-            for record in by_partition.get(partition, ()):
-                index = file_group_index(record["key"], len(groups))
+            records = by_partition.get(partition, [])
+            indexes = file_group_indexes([r["key"] for r in records], len(groups)).tolist()
+            for record, index in zip(records, indexes, strict=True):
                 routed.setdefault(index, {})[record["key"]] = record
             gone: dict[int, list[str]] = {}
-            for key in deletes.get(partition, ()):
-                gone.setdefault(file_group_index(key, len(groups)), []).append(key)
+            keys = deletes.get(partition, [])
+            for key, index in zip(keys, file_group_indexes(keys, len(groups)).tolist(), strict=True):
+                gone.setdefault(index, []).append(key)
             for index in sorted(set(routed) | set(gone)):
                 blocks = b""
                 if gone.get(index):
@@ -373,8 +377,9 @@ class MetadataWriter:
             comparator=HUDI_KV_COMPARATOR,
             file_info={b"schema": schema_json.encode("utf-8")},
         )
+        values = encode_records(records, schema_json, parsed)
         for key in sorted(records, key=lambda k: k.encode("utf-8")):
-            writer.append(key.encode("utf-8"), encode_record(records[key], parsed))
+            writer.append(key.encode("utf-8"), values[key])
         header = {int(HeaderKey.INSTANT_TIME): time, int(HeaderKey.SCHEMA): schema_json}
         return frame_block(BlockType.HFILE_DATA, header, writer.finish())
 
@@ -407,6 +412,56 @@ def _next_log_version(storage: Storage, partition: str, file_id: str, instant: s
         if log is not None and log.file_id == file_id and log.instant == instant:
             highest = max(highest, log.version)
     return highest + 1
+
+
+#: Record types encoded column-wise (:func:`encode_records`): plain records, many of them (one per data key).
+_COLUMNAR = {RecordType.RECORD_INDEX: "recordIndexMetadata"}
+
+
+def encode_records(records: Mapping[str, MetadataRecord], schema_json: str, parsed: Any) -> dict[str, bytes]:
+    """The Avro binary of every record (see :func:`encode_record`), by key. Record-index records, one per
+    data record, are encoded column-wise in Arrow: with every other payload null, the schema is cut down to
+    the one payload (a null union branch is the byte 0 whatever the union), which gives the same bytes."""
+    out: dict[str, bytes] = {}
+    columnar: dict[int, list[str]] = {}
+    for key, record in records.items():
+        kind = record.get("type")
+        if kind in _COLUMNAR and all(record.get(f) is None for f in META_FIELDS):
+            columnar.setdefault(int(kind), []).append(key)
+        else:
+            out[key] = encode_record(record, parsed)
+    for kind, keys in columnar.items():
+        payload = _COLUMNAR[RecordType(kind)]
+        reduced = _schema_with_only(schema_json, payload)
+        payloads = [records[k][payload] for k in keys]
+        struct_type = _payload_arrow_type(schema_json, payload)
+        table = pa.table(
+            {
+                "key": pa.array([""] * len(keys), pa.string()),
+                "type": pa.array([kind] * len(keys), pa.int32()),
+                payload: pa.array(payloads, struct_type),
+            }
+        )
+        out.update(zip(keys, encode_avro_records(table, reduced), strict=True))
+    return out
+
+
+@lru_cache(maxsize=16)
+def _schema_with_only(schema_json: str, payload: str) -> str:
+    schema = json.loads(schema_json)
+    fields = [
+        {**f, "type": ["null"]}
+        if f["name"] != payload and isinstance(f["type"], list) and f["type"][:1] == ["null"]
+        else f
+        for f in schema["fields"]
+    ]
+    return json.dumps({**schema, "fields": fields}, separators=(",", ":"))
+
+
+@lru_cache(maxsize=16)
+def _payload_arrow_type(schema_json: str, payload: str) -> pa.DataType:
+    arrow = compile_avro_schema(_schema_with_only(schema_json, payload)).arrow_schema
+    return arrow.field(payload).type
 
 
 def encode_record(record: MetadataRecord, parsed: Any) -> bytes:
@@ -475,7 +530,7 @@ def compact(writer: MetadataWriter, time: str) -> MetadataCompaction:
     mdt = writer.mdt
     storage = writer.storage
     schema_json = writer.schema_json()
-    parsed = fastavro.parse_schema(json.loads(schema_json), _write_hint=False)
+    parsed = fastavro.parse_schema(json.loads(schema_json))
     operations: list[CompactionOperation] = []
     outputs: list[tuple[FileSlice, dict[str, MetadataRecord]]] = []
     for partition in writer.metadata_partitions():
@@ -554,8 +609,9 @@ def base_hfile(records: Mapping[str, MetadataRecord], schema_json: str, parsed: 
         info[b"minRecordKey"] = keys[0].encode("utf-8")
         info[b"maxRecordKey"] = keys[-1].encode("utf-8")
     writer = HFileWriter(compression=Compression.GZ, comparator=HUDI_KV_COMPARATOR, file_info=info)
+    values = encode_records(records, schema_json, parsed)
     for key in keys:
-        writer.append(key.encode("utf-8"), encode_record(records[key], parsed))
+        writer.append(key.encode("utf-8"), values[key])
     writer.add_meta_block(b"bloomFilter", bloom.serialize().encode("ascii"))
     return writer.finish()
 
