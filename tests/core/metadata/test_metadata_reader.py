@@ -182,3 +182,21 @@ def test_records_of_another_type_under_one_key_are_refused() -> None:
 
 def test_all_partitions_key_name() -> None:
     assert ALL_PARTITIONS_KEY == "__all_partitions__"
+
+
+def test_reads_listing_through_the_metadata_table_equal_storage_listing_reads(
+    metadata_fixture_table: FixtureTable, fixture_cache: FixtureCache
+) -> None:
+    root = fixture_cache.root(metadata_fixture_table)
+    by_storage = Table.open(str(root))
+    by_metadata = Table.open(str(root), metadata_listing=True)
+    assert by_metadata.refresh().metadata_listing
+    keys = ["_hoodie_partition_path", "_hoodie_record_key"]
+    if not by_storage.config.populate_meta_fields:
+        pytest.skip("no meta columns to key the rows by")
+    a = by_storage.read().sort_by([(k, "ascending") for k in keys])
+    b = by_metadata.read().sort_by([(k, "ascending") for k in keys])
+    assert a.equals(b)
+    assert sorted(s.base_file_path or "" for s in by_storage.file_slices()) == sorted(
+        s.base_file_path or "" for s in by_metadata.file_slices()
+    )
