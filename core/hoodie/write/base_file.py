@@ -467,8 +467,9 @@ def write_base_file_chunks(
             yield chunk
 
     row_group_rows = 2**31 - 1  # each chunk is one row group
+    # The next chunk is conformed (cast, keys checked) on a thread while pyarrow encodes this one.
     stats = _write_rows(
-        storage, path, writer_schema, arrow_schema, conformed(), options, row_group_rows, footer
+        storage, path, writer_schema, arrow_schema, prefetched(conformed()), options, row_group_rows, footer
     )
     return stats, pa.chunked_array(keys, pa.string())
 
