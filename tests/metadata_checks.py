@@ -12,6 +12,7 @@ from hoodie.metadata.reader import compare_listings, storage_listing
 from hoodie.metadata.records import is_deleted
 from hoodie.metadata.stats import column_stats_key, parquet_column_stats
 from hoodie.metadata.updates import record_location
+from hoodie.write.generate import GenerateSpec, generate_table
 
 
 def _value(wrapper: object) -> object:
@@ -100,3 +101,17 @@ def check_metadata_table(
             got = {k: info.get(k) for k in expected}
             assert got == expected, f"{context}: record index places {key!r} in {got}, it is in {file_id}"
     return mdt
+
+
+def generate_small_table(root: Path, version: int, partitions: int = 2, *, seed: int = 5) -> None:
+    """A small generated MOR table (300 rows, 3 commits with updates and deletes) to index."""
+    spec = GenerateSpec(
+        table_version=version,
+        rows=300,
+        commits=3,
+        update_fraction=0.3,
+        delete_fraction=0.1,
+        partitions=partitions,
+        seed=seed,
+    )
+    generate_table(str(root), spec)

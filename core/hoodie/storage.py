@@ -112,7 +112,14 @@ class Storage:
         try:
             infos = self._fs.get_file_info(selector)
         except (OSError, pa.ArrowException) as e:
-            raise StorageError(f"cannot list {self.full_path(base)}: {e}") from e
+            # A folder another process is creating (or deleting) this moment can fail the listing with
+            # "no such file": list once more; still failing where nothing is there, it lists as empty.
+            try:
+                infos = self._fs.get_file_info(selector)
+            except (OSError, pa.ArrowException):
+                if not self.exists(base):
+                    return []
+                raise StorageError(f"cannot list {self.full_path(base)}: {e}") from e
         out = []
         prefix_len = len(self._root.rstrip("/")) + 1
         for info in infos:

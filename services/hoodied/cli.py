@@ -13,6 +13,8 @@
                   [--spark] [--spark-master URL] [--conf key=value ...]
     hoodied cluster PATH --mode schedule|execute|schedule-and-execute [--instant T] [--sort-columns a,b]
                     [--spark-master URL] [--conf key=value ...]
+    hoodied index PATH --mode schedule|execute|schedule-and-execute|dropindex [--index-types a,b]
+                  [--instant T] [--spark-master URL] [--conf key=value ...]
     hoodied demo [--path DIR] [--duration S] [--port N] [--interval S] [--batch-rows N] [--drain-timeout S]
 
 Exit status 3: a clustering aborted on a conflict with a write (rolled back; schedule again).
@@ -344,6 +346,93 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+INDEX_MODES = ("schedule", "execute", "schedule-and-execute", "dropindex")
+
+
+def _index_types(raw: str | None, mode: str) -> list[str]:
+    """``--index-types`` as metadata-table partition names (Hudi's upper-case names too: ``COLUMN_STATS``);
+    ``files`` (the whole metadata table) only for ``dropindex``."""
+    from hoodie.metadata.indexing import INDEXABLE, IndexingFailed
+    from hoodie.metadata.records import MetadataPartition
+
+    names = [t.strip().lower() for t in (raw or "").split(",") if t.strip()]
+    if not names:
+        raise ValueError(f"--mode {mode} needs --index-types (e.g. column_stats,bloom_filters,record_index)")
+    allowed = [*sorted(INDEXABLE), *([MetadataPartition.FILES] if mode == "dropindex" else [])]
+    unknown = [n for n in names if n not in allowed]
+    if unknown:
+        raise IndexingFailed(
+            f"--index-types {raw}: {', '.join(unknown)} is not an index hoodied "
+            f"{'drops' if mode == 'dropindex' else 'builds'} (one of {', '.join(allowed)})"
+        )
+    return list(dict.fromkeys(names))
+
+
+def _cmd_index(args: argparse.Namespace) -> int:
+    from hoodie.failpoints import arm_for_children, failpoint
+    from hoodie.metadata.indexing import drop_index, pending_indexing, schedule_indexing
+    from hoodie.metadata.records import MetadataPartition
+    from hoodie.metadata_table import METADATA_ENABLE
+    from hoodie.table import Table
+    from hoodie.timeline.instant import State
+    from hoodie.timeline.metadata import decode_index_plan
+    from hoodied.claims import LocalClaim
+    from hoodied.indexer import run_indexing_job
+    from hoodied.spark import SparkConfig, spark_session
+
+    arm_for_children()
+    hoodie_conf, spark_conf = _parse_conf(args.conf or [])
+    if hoodie_conf.get(METADATA_ENABLE, "").strip().lower() == "false":
+        raise ValueError(f"--conf {METADATA_ENABLE}=false: indexes live in the metadata table")
+    if args.instant and args.mode != "execute":
+        raise ValueError("--instant names a pending indexing to execute; schedule takes a fresh time")
+    index_types = _index_types(args.index_types, args.mode) if args.mode != "execute" else []
+    storage, lock = _open_for_service(args.path, hoodie_conf, "index")
+    if args.mode == "dropindex":
+        table = Table.load(storage)
+        for running in pending_indexing(table):
+            plan = decode_index_plan(storage.read(table.timeline.file_of(running.time, State.REQUESTED)))
+            busy = [i.metadata_partition_path or "" for i in plan.index_partition_infos]
+            if any(t in busy or t == MetadataPartition.FILES for t in index_types):
+                raise ValueError(
+                    f"indexing {running.time} is building {', '.join(busy)}: complete it first "
+                    f"(hoodied index {args.path} --mode execute --instant {running.time}), then drop"
+                )
+        dropped = drop_index(storage, lock, index_types)
+        print(
+            f"dropped {', '.join(dropped)} of {args.path}"
+            if dropped
+            else f"no index to drop: {', '.join(index_types)}"
+        )
+        return 0
+    instant = args.instant
+    if args.mode in ("schedule", "schedule-and-execute"):
+        scheduled = schedule_indexing(storage, lock, index_types)
+        if scheduled.instant is None:
+            print(f"no indexing scheduled: {scheduled.reason}")
+            return 0
+        print(f"scheduled indexing {scheduled.instant.time}: {scheduled.reason}")
+        failpoint("indexing.after_schedule")
+        if args.mode == "schedule":
+            return 0
+        instant = scheduled.instant.time
+    if instant is None:
+        pending = pending_indexing(Table.load(storage))
+        if not pending:
+            print(f"no pending indexing on {args.path}")
+            return 0
+        instant = pending[0].time
+    with LocalClaim(storage, "indexing", instant) as claim:
+        spark = spark_session(SparkConfig(master=args.spark_master, conf=spark_conf))
+        job = run_indexing_job(spark, storage, lock, instant, fence=claim.check)
+    r = job.result
+    print(
+        f"completed indexing {instant}: {', '.join(r.partitions)}, {r.records} record(s) from {job.tasks} "
+        f"task(s), {len(r.caught_up)} write(s) caught up, in {job.seconds:.1f} s"
+    )
+    return 0
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from hoodied.daemon import main_run
 
@@ -453,6 +542,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spark-master", default="local[*]", help="Spark master (default: local[*] in-process)")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
     p.set_defaults(func=_cmd_cluster)
+
+    p = sub.add_parser("index", help="build or drop metadata-table indexes (as Hudi's HoodieIndexer)")
+    p.add_argument("path")
+    p.add_argument("--mode", choices=list(INDEX_MODES), required=True)
+    p.add_argument(
+        "--index-types",
+        help="comma-separated: column_stats, bloom_filters, record_index, partition_stats (files: dropindex)",
+    )
+    p.add_argument("--instant", help="the pending indexing to execute (default: the earliest)")
+    p.add_argument("--spark-master", default="local[*]", help="Spark master (default: local[*] in-process)")
+    p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
+    p.set_defaults(func=_cmd_index)
 
     p = sub.add_parser(
         "demo", help="a live MOR table, a writer and the daemon compacting, clustering and cleaning it"

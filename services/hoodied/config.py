@@ -34,7 +34,8 @@ Every key, its default and its meaning (the README's configuration reference is 
       lock_timeout: 60s           # table-lock acquire wait (Hudi's default)
     defaults:                     # table settings every table starts from
       services: [compaction, clustering, clean, indexing]   # which pending instants hoodied runs
-      schedule: []                # which services hoodied also plans (Hudi's strategies and triggers)
+      schedule: []                # which services hoodied also plans (Hudi's strategies and triggers);
+                                  # not indexing: indexes are built on request (hoodied index), then run
       hoodie: {}                  # hoodie.* settings: strategies, triggers, retention, sort columns ...
       storage_options: {}         # options of the table's file system (object-store credentials ...)
     tables:
@@ -200,6 +201,16 @@ def _services(value: object, where: str) -> tuple[str, ...]:
 
 
 def _schedulable(value: object, where: str) -> tuple[str, ...]:
+    names = value.split(",") if isinstance(value, str) else value
+    if isinstance(names, list):
+        for i, item in enumerate(names):
+            if str(item).strip().lower() == "indexing":
+                raise ConfigError(
+                    f"{where}[{i}]: 'indexing' is not one of {', '.join(SCHEDULABLE)}: as in Hudi, an "
+                    "index is built on request (hoodied index PATH --mode schedule, or Hudi's "
+                    "HoodieIndexer); the daemon runs the requested indexing instants of tables whose "
+                    "services list indexing"
+                )
     return _names(value, where, SCHEDULABLE)
 
 

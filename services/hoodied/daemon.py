@@ -81,7 +81,7 @@ def _zookeeper(config: DaemonConfig, metrics: Metrics | None, heartbeats: Heartb
     return zk
 
 
-POOLS = ("compaction", "clustering", "clean")
+POOLS = ("compaction", "clustering", "clean", "indexing")
 
 
 def spark_config(config: DaemonConfig, work_dir: str | None = None) -> SparkConfig:

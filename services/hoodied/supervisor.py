@@ -21,7 +21,11 @@ a dying runner's tasks time to stop before the new runner rolls their files back
 
 A failing instant is retried after a back-off that doubles per failure, up to ``max_attempts``; then it is
 given up (logged, counted) until the daemon restarts. A table that cannot be polled (unreadable, a version we
-refuse, a metadata table we cannot keep consistent) backs off the same way; other tables go on.
+refuse, a metadata table with an index we cannot keep up to date) backs off the same way; other tables go
+on.
+
+Indexing instants are run, never scheduled: as in Hudi, an index is built on request (``hoodied index
+--mode schedule``, Hudi's ``HoodieIndexer``), and the daemon completes the requested ones.
 """
 
 from __future__ import annotations
@@ -191,7 +195,6 @@ class Supervisor:
         self._polled = threading.Event()
         self._poll_lock = threading.Lock()
         self._discovered_at = float("-inf")
-        self._noted: set[tuple[str, str, str]] = set()
 
     # -- tables -------------------------------------------------------------------------------------------
 
@@ -435,15 +438,6 @@ class Supervisor:
             if service not in table.settings.services:
                 continue
             for instant in instants:
-                if service == "indexing":
-                    self._note_once(
-                        table,
-                        service,
-                        instant,
-                        "indexing instants are not run yet (the indexing "
-                        "service comes with the metadata-table work); left to Hudi's HoodieIndexer",
-                    )
-                    continue
                 item = WorkItem(table, service, instant)
                 if instant.state is State.INFLIGHT and not self._takeover_due(item, now_wall):
                     seen_inflight.add(instant.time)
@@ -453,13 +447,6 @@ class Supervisor:
         for t in [t for t in table.unclaimed_since if t not in seen_inflight]:
             del table.unclaimed_since[t]
         table.items = tuple(items)
-
-    def _note_once(self, table: WatchedTable, service: str, instant: Instant, message: str) -> None:
-        key = (table.key, service, instant.time)
-        if key not in self._noted:
-            self._noted.add(key)
-            with log_context(action=service, instant=instant.time):
-                logger.warning("%s %s on %s: %s", service, instant.time, table.name, message)
 
     def _takeover_due(self, item: WorkItem, now_wall: float) -> bool:
         """An inflight instant is runnable when we run it, or when nobody has claimed it for
@@ -616,6 +603,7 @@ class Supervisor:
         from hoodied.cleaner import run_clean_job
         from hoodied.clusterer import run_clustering_job
         from hoodied.compactor import run_compaction_job
+        from hoodied.indexer import run_indexing_job
 
         table = item.table
         storage = table.storage
@@ -663,6 +651,18 @@ class Supervisor:
                     k.result.records_written,
                     k.result.bytes_written,
                     k.rolled_back_files,
+                )
+            if item.service == "indexing":
+                x = run_indexing_job(spark, storage, lock, T, fence=claim.check)
+                return JobOutcome(
+                    item.service,
+                    T,
+                    True,
+                    "done",
+                    f"built {', '.join(x.result.partitions)}: {x.result.records} record(s) from "
+                    f"{x.tasks} task(s), {len(x.result.caught_up)} write(s) caught up",
+                    self._clock() - started,
+                    x.result.records,
                 )
             r = run_clean_job(spark, storage, lock, T, fence=claim.check)
             return JobOutcome(

@@ -76,7 +76,11 @@ def test_retry_delay_doubles_up_to_the_cap() -> None:
     [
         ("tables: [{path: /x, servces: [clean]}]", "tables[0].servces: unknown key"),
         ("tables: [{path: /x, schedule: [compact]}]", "tables[0].schedule[0]: 'compact' is not one of"),
-        ("tables: [{path: /x, schedule: [indexing]}]", "tables[0].schedule[0]: 'indexing' is not one of"),
+        (
+            "tables: [{path: /x, schedule: [indexing]}]",
+            "tables[0].schedule[0]: 'indexing' is not one of compaction, clustering, clean: as in Hudi, an "
+            "index is built on request (hoodied index PATH --mode schedule",
+        ),
         (
             "tables: [{path: /x, services: [clean], schedule: [compaction]}]",
             "tables[0].schedule: compaction is scheduled but not among the services run",

@@ -1,5 +1,6 @@
 """The daemon in embedded mode (no ZooKeeper), in this process with the test session's Spark: one pass runs
-every pending instant of every kind it runs, schedules where configured, survives a broken table, records
+every pending instant of every kind it runs (a requested indexing too, keeping the metadata table up to
+date), schedules where configured, survives a broken table or one with an index it cannot maintain, records
 results for ``hoodied status`` and metrics for Prometheus."""
 
 from __future__ import annotations
@@ -13,12 +14,16 @@ import pytest
 
 from daemon_tables import assert_same_snapshot, cow_table, mor_table, snapshot
 from hoodie import Table
+from hoodie.config import METADATA_PARTITIONS, TableConfig
+from hoodie.lock import FileSystemLock
+from hoodie.metadata.indexing import run_indexing, schedule_indexing
 from hoodie.storage import Storage
 from hoodie.timeline.instant import State
 from hoodied.cli import main
 from hoodied.config import DaemonConfig
 from hoodied.daemon import Daemon, format_status, status_report
 from hoodied.supervisor import read_last_results
+from metadata_checks import check_metadata_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -118,14 +123,20 @@ def test_a_broken_table_does_not_stop_the_others(
     broken = tmp_path / "broken"
     (broken / ".hoodie").mkdir(parents=True)
     (broken / ".hoodie" / "hoodie.properties").write_text("hoodie.table.version=4\nhoodie.table.name=x\n")
-    with_mdt = cow_table(tmp_path / "with_mdt", 8, seed=5)
-    (with_mdt.root / ".hoodie" / "metadata" / ".hoodie").mkdir(parents=True)
-    (with_mdt.root / ".hoodie" / "metadata" / ".hoodie" / "hoodie.properties").write_text("")
+    # A metadata table with an expression index: hoodied cannot keep it up to date, so it refuses the table.
+    with_expr = cow_table(tmp_path / "with_expr", 8, seed=5)
+    storage = Storage.for_uri(str(with_expr.root))
+    lock = FileSystemLock(storage)
+    assert schedule_indexing(storage, lock, ["column_stats"]).instant is not None
+    run_indexing(storage, lock)
+    config = TableConfig.load(storage)
+    config.updated({METADATA_PARTITIONS: "column_stats,expr_index_x,files"}).store(storage)
+    files = sorted(str(p.relative_to(with_expr.root)) for p in with_expr.root.rglob("*"))
     config = _config(
         tmp_path,
         f"""
         metrics: {{port: null}}
-        tables: [{broken}, {good.root}, {with_mdt.root}]
+        tables: [{broken}, {good.root}, {with_expr.root}]
         """,
     )
     daemon = Daemon(config, spark=spark)
@@ -133,14 +144,59 @@ def test_a_broken_table_does_not_stop_the_others(
         assert daemon.run(once=True, handle_signals=False) == 0
     assert not Table.open(str(good.root)).timeline.pending()
     assert _sample(daemon, "hoodied_table_poll_failures_total", table="broken") == 1
-    assert _sample(daemon, "hoodied_table_poll_failures_total", table="with_mdt") == 1
+    assert _sample(daemon, "hoodied_table_poll_failures_total", table="with_expr") == 1
     assert "MetadataTableNotSupported" in caplog.text
-    assert len(Table.open(str(with_mdt.root)).timeline.pending()) == 3  # untouched
-    assert _sample(daemon, "hoodied_jobs_started_total", table="with_mdt", action="clean") == 0
+    assert "expr_index_x" in caplog.text
+    assert len(Table.open(str(with_expr.root)).timeline.pending()) == 3  # untouched
+    assert sorted(str(p.relative_to(with_expr.root)) for p in with_expr.root.rglob("*")) == files
+    assert _sample(daemon, "hoodied_jobs_started_total", table="with_expr", action="clean") == 0
     assert _sample(daemon, "hoodied_jobs_succeeded_total", table="good", action="compaction") == 2
     report = status_report(config)
     assert "error" in report[0], report[0]
     assert "version" in str(report[0]["error"]).lower(), report[0]
+
+
+def test_a_table_with_a_metadata_table_is_served_and_a_requested_indexing_is_run(
+    tmp_path: Path, spark: Any
+) -> None:
+    """The metadata table is kept up to date by every job; indexing is run, not scheduled (on request)."""
+    t = cow_table(tmp_path / "events", 8, seed=7)
+    storage = Storage.for_uri(str(t.root))
+    lock = FileSystemLock(storage)
+    requested = schedule_indexing(storage, lock, ["column_stats", "record_index"]).instant
+    assert requested is not None
+    before = snapshot(t.root)
+    config = _config(
+        tmp_path,
+        f"""
+        replica: test-replica
+        metrics: {{port: null}}
+        tables: [{t.root}]
+        """,
+    )
+    daemon = Daemon(config, spark=spark)
+    assert daemon.run(once=True, handle_signals=False) == 0
+
+    table = Table.open(str(t.root))
+    assert not table.timeline.pending(), table.timeline.pending()
+    done = table.timeline.get(requested.time)
+    assert done is not None
+    assert done.state is State.COMPLETED
+    assert sorted(table.config.metadata_partitions) == ["column_stats", "files", "record_index"]
+    assert table.config.props["hoodie.table.metadata.partitions.inflight"] == ""
+    check_metadata_table(t.root, "served by the daemon")
+    assert_same_snapshot(before, snapshot(t.root), "indexed, clustered and cleaned")
+    assert _sample(daemon, "hoodied_jobs_succeeded_total", table="events", action="indexing") == 1
+    assert _sample(daemon, "hoodied_jobs_succeeded_total", table="events", action="clustering") == 2
+    assert _sample(daemon, "hoodied_records_written_total", table="events", action="indexing") > 0
+    last = read_last_results(storage)["indexing"]
+    assert last["kind"] == "done"
+    assert last["instant"] == requested.time
+    assert str(last["message"]).startswith("built column_stats, record_index: "), last
+    assert int(str(last["records"])) > 0
+    text = format_status(status_report(config))
+    assert "nothing pending" in text, text
+    assert f"last indexing    {requested.time}  done on test-replica" in text, text
 
 
 def test_status_command_prints_pending_instants_as_json(

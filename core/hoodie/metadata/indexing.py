@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import fastavro
@@ -395,17 +395,32 @@ def complete_indexing(
     built: MetadataUpdate,
     seen: frozenset[str],
     *,
+    fence: Callable[[], None] | None = None,
     time_generator: InstantTimeGenerator | None = None,
 ) -> IndexingResult:
     """Write the built records (``built``, made from the table with the completed writes ``seen``), catch up
-    with the writes that completed since, and complete the indexing instant (see the module doc)."""
+    with the writes that completed since, and complete the indexing instant (see the module doc).
+
+    ``fence`` re-checks the caller's claim under the table lock before anything is written. A partition
+    dropped while it was built (no longer inflight) is not completed: :class:`IndexingFailed`, nothing
+    written."""
     with held(lock):
+        if fence is not None:
+            fence()
         table = Table.load(storage)
         current = table.timeline.get(instant.time)
         if current is None or current.state is State.COMPLETED or current.action != INDEXING:
             raise IndexingFailed(f"indexing {instant.time} is no longer pending ({current or 'gone'})")
         plan = decode_index_plan(storage.read(table.timeline.file_of(instant.time, State.REQUESTED)))
         partitions = tuple(i.metadata_partition_path or "" for i in plan.index_partition_infos)
+        dropped = [
+            p for p in partitions if p not in _partitions_prop(table.config, METADATA_PARTITIONS_INFLIGHT)
+        ]
+        if dropped:
+            raise IndexingFailed(
+                f"indexing {instant.time} of {storage.uri}: {', '.join(dropped)} is no longer being built "
+                "(dropped meanwhile); nothing written"
+            )
         writer = TimelineWriter(storage, table.config, lock, time_generator=time_generator)
         inflight = current if current.state is State.INFLIGHT else writer.start(current)
         mdt = open_metadata_table(storage, table.config)
@@ -502,6 +517,13 @@ def drop_index(storage: Storage, lock: LockProvider, index_types: Sequence[str])
         _store_partitions(
             storage, [p for p in built if p not in dropped], [p for p in inflight if p not in dropped]
         )
+        # A pending indexing that builds only dropped partitions goes too (Hudi's dropindex does so).
+        table = Table.load(storage)
+        writer = TimelineWriter(storage, table.config, lock)
+        for instant in pending_indexing(table):
+            plan = decode_index_plan(storage.read(table.timeline.file_of(instant.time, State.REQUESTED)))
+            if all(i.metadata_partition_path in dropped for i in plan.index_partition_infos):
+                writer.delete_pending(instant)
         for partition in dropped:
             mdt_storage.delete_dir(partition)
         _drop_index_definitions(storage, config, dropped)

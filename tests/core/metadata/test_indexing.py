@@ -17,7 +17,10 @@ from hoodie.lock import FileSystemLock
 from hoodie.metadata import MetadataTable
 from hoodie.metadata.indexing import (
     IndexingFailed,
+    build_index_records,
+    complete_indexing,
     drop_index,
+    index_slices,
     pending_indexing,
     run_indexing,
     schedule_indexing,
@@ -26,25 +29,15 @@ from hoodie.metadata.writer import compact_if_due, deltacommits_since_compaction
 from hoodie.storage import Storage
 from hoodie.timeline.instant import INDEXING, State
 from hoodie.timeline.metadata import decode_index_commit_metadata, decode_index_plan
-from hoodie.write.generate import GenerateSpec, generate_table
 from hoodie.write.table_writer import TableWriter
 from hudi_oracle import HudiOracle, OracleRows, Query
-from metadata_checks import check_metadata_table
+from metadata_checks import check_metadata_table, generate_small_table
 
 KEYS = ["_hoodie_partition_path", "_hoodie_record_key"]
 
 
 def _generate(root: Path, version: int, partitions: int = 2) -> None:
-    spec = GenerateSpec(
-        table_version=version,
-        rows=300,
-        commits=3,
-        update_fraction=0.3,
-        delete_fraction=0.1,
-        partitions=partitions,
-        seed=5,
-    )
-    generate_table(str(root), spec)
+    generate_small_table(root, version, partitions)
 
 
 def _hudi_rs_reads_the_same(root: Path) -> None:
@@ -219,3 +212,26 @@ def test_the_metadata_table_compacts_when_due(tmp_path: Path, version: int) -> N
     assert all(done.instant.time not in name for name in gone)  # the previous slice stays
     check_metadata_table(root, f"v{version} compacted twice and cleaned")
     _hudi_rs_reads_the_same(root)
+
+
+def test_an_index_dropped_while_it_is_built_is_not_completed(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    _generate(root, 8)
+    storage = Storage.for_uri(str(root))
+    lock = FileSystemLock(storage)
+    scheduled = schedule_indexing(storage, lock, ["record_index"])
+    assert scheduled.instant is not None
+    table = Table.open(str(root))
+    seen = frozenset(i.time for i in table.timeline.completed_writes())
+    built = build_index_records(
+        storage, table.config, scheduled.instant.time, ["record_index"], index_slices(table)
+    )
+    assert drop_index(storage, lock, ["record_index"]) == ["record_index"]
+    # Its pending indexing went with it; completing the build now writes nothing.
+    assert not pending_indexing(Table.open(str(root)))
+    with pytest.raises(IndexingFailed, match="no longer pending"):
+        complete_indexing(storage, lock, scheduled.instant, built, seen)
+    table = Table.open(str(root))
+    assert "record_index" not in table.config.metadata_partitions
+    assert not (root / ".hoodie" / "metadata" / "record_index").exists()
+    check_metadata_table(root, "dropped while built")

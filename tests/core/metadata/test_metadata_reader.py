@@ -7,10 +7,10 @@ import shutil
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from conftest import FixtureCache, FixtureTable
 from hoodie.errors import CorruptLogBlock, CorruptMetadataTable, HoodieError, TableNotFound
 from hoodie.metadata import MetadataTable, RecordType
 from hoodie.metadata.reader import compare_listings, storage_listing
@@ -26,6 +26,9 @@ EXPECTED_TYPE = {
     "record_index": {RecordType.RECORD_INDEX},
     "bloom_filters": {RecordType.BLOOM_FILTER},
 }
+
+if TYPE_CHECKING:  # the root conftest (imported by name, another folder's conftest may shadow it)
+    from conftest import FixtureCache, FixtureTable
 
 
 def open_mdt(root: Path) -> tuple[Table, MetadataTable]:

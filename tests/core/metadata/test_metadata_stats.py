@@ -10,12 +10,11 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import FixtureCache, FixtureTable
 from hoodie.errors import UnsupportedTable
 from hoodie.file_group.file_group import FileSlice
 from hoodie.file_group.fs_view import read_optimized_slices, snapshot_slices
@@ -41,6 +40,9 @@ from hoodie.metadata.stats import (
 from hoodie.table import Table
 
 # -- fixture tables, read once per session ----------------------------------------------------------------
+
+if TYPE_CHECKING:  # the root conftest (imported by name, another folder's conftest may shadow it)
+    from conftest import FixtureCache, FixtureTable
 
 
 @cache
