@@ -50,6 +50,7 @@ from hoodie.metadata.records import (
     MetadataPartition,
     MetadataRecord,
     RecordType,
+    combine,
     is_deleted,
     partition_key,
 )
@@ -285,7 +286,11 @@ class MetadataWriter:
             records = by_partition.get(partition, [])
             indexes = file_group_indexes([r["key"] for r in records], len(groups)).tolist()
             for record, index in zip(records, indexes, strict=True):
-                routed.setdefault(index, {})[record["key"]] = record
+                group = routed.setdefault(index, {})
+                key = record["key"]
+                # One key twice in an update (the shares of a partition built by two tasks): merged as the
+                # two versions would be (file lists united, loose statistics widened), not overwritten.
+                group[key] = combine(group[key], record) if key in group else record
             gone: dict[int, list[str]] = {}
             keys = deletes.get(partition, [])
             for key, index in zip(keys, file_group_indexes(keys, len(groups)).tolist(), strict=True):

@@ -25,7 +25,7 @@ from hoodie.metadata.indexing import (
     run_indexing,
     schedule_indexing,
 )
-from hoodie.metadata.writer import compact_if_due, deltacommits_since_compaction
+from hoodie.metadata.writer import MetadataUpdate, compact_if_due, deltacommits_since_compaction
 from hoodie.storage import Storage
 from hoodie.timeline.instant import INDEXING, State
 from hoodie.timeline.metadata import decode_index_commit_metadata, decode_index_plan
@@ -235,3 +235,31 @@ def test_an_index_dropped_while_it_is_built_is_not_completed(tmp_path: Path) -> 
     assert "record_index" not in table.config.metadata_partitions
     assert not (root / ".hoodie" / "metadata" / "record_index").exists()
     check_metadata_table(root, "dropped while built")
+
+
+def test_one_key_twice_in_an_update_is_merged_not_overwritten(tmp_path: Path) -> None:
+    """Two tasks building shares of one partition both give its partition statistics: the ranges unite."""
+    root = tmp_path / "t"
+    _generate(root, 8)
+    storage = Storage.for_uri(str(root))
+    lock = FileSystemLock(storage)
+    scheduled = schedule_indexing(storage, lock, ["column_stats", "partition_stats"])
+    assert scheduled.instant is not None
+    table = Table.open(str(root))
+    seen = frozenset(i.time for i in table.timeline.completed_writes())
+    slices = index_slices(table)
+    one = [s for s in slices if s.partition_path == slices[0].partition_path]
+    assert len(one) >= 2, "the partition needs two file groups to split"
+    parts = ["column_stats", "partition_stats"]
+    halves = [
+        build_index_records(storage, table.config, scheduled.instant.time, parts, one[:1]),
+        build_index_records(
+            storage, table.config, scheduled.instant.time, parts, [s for s in slices if s is not one[0]]
+        ),
+    ]
+    merged = MetadataUpdate(
+        scheduled.instant.time,
+        records={p: [r for h in halves for r in h.records.get(p, [])] for p in parts},
+    )
+    complete_indexing(storage, lock, scheduled.instant, merged, seen)
+    check_metadata_table(root, "partition statistics from two shares")
