@@ -13,7 +13,7 @@ import logging
 from hoodie.config import METADATA_PARTITIONS, METADATA_PARTITIONS_INFLIGHT, TableConfig
 from hoodie.lock import LockProvider, held
 from hoodie.metadata.reader import METADATA_TABLE_PATH
-from hoodie.metadata.writer import MetadataTableNotSupported, check_supported, open_metadata_table
+from hoodie.metadata.writer import MetadataTableNotSupported, check_supported
 from hoodie.storage import Storage
 
 METADATA_ENABLE = "hoodie.metadata.enable"
@@ -31,12 +31,9 @@ def refuse_metadata_table(
     storage: Storage, config: TableConfig, service: str, *, writer: bool = False
 ) -> None:
     """Raise :class:`MetadataTableNotSupported` when the table has a metadata table ``service`` could not
-    keep consistent (a partition hoodied does not maintain, such as an expression index), and
-    :class:`~hoodie.errors.CorruptMetadataTable` when its metadata table does not read: refused before
-    any work, never committed half-way."""
-    mdt = open_metadata_table(storage, config)
-    if mdt is not None:
-        check_supported(mdt, service, writer=writer)
+    keep consistent (a partition hoodied does not maintain, such as an expression index): refused before
+    any work, never committed half-way. Reads only the table config (the daemon asks at every poll)."""
+    check_supported(storage, config, service, writer=writer)
 
 
 def delete_metadata_table(storage: Storage, lock: LockProvider) -> bool:

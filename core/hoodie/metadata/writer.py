@@ -633,18 +633,18 @@ def open_metadata_table(storage: Storage, config: TableConfig) -> MetadataTable 
     return MetadataTable.load(storage, config, Timeline.load(storage, config))
 
 
-def check_supported(mdt: MetadataTable, service: str, *, writer: bool = False) -> None:
-    """Raise :class:`MetadataTableNotSupported` when a partition of the metadata table is one hoodied cannot
-    keep up to date for ``service`` (it then refuses the service before touching the table). Table
-    services change no record's values; a ``writer`` does, which secondary indexes would have to follow."""
-    writer_partitions = MetadataWriter.partitions_of(mdt.data_config)
+def check_supported(storage: Storage, config: TableConfig, service: str, *, writer: bool = False) -> None:
+    """Raise :class:`MetadataTableNotSupported` when a partition of the table's metadata table (``config``
+    lists them) is one hoodied cannot keep up to date for ``service``: it then refuses the service before
+    touching the table. Table services change no record's values; a ``writer`` does, which secondary
+    indexes would have to follow."""
     prefixes: tuple[str, ...] = UNSUPPORTED_PARTITION_PREFIXES
     if writer:
         prefixes = (*prefixes, MetadataPartition.SECONDARY_INDEX_PREFIX)
-    bad = [p for p in writer_partitions if p.startswith(prefixes)]
+    bad = [p for p in MetadataWriter.partitions_of(config) if p.startswith(prefixes)]
     if bad:
         raise MetadataTableNotSupported(
-            f"{mdt.data_storage.uri}: its metadata table has {', '.join(bad)}; hoodied cannot keep "
+            f"{storage.uri}: its metadata table has {', '.join(bad)}; hoodied cannot keep "
             f"{'these indexes' if writer else 'expression indexes'} up to date for a {service}, so it "
             "refuses it rather than leave them stale. Use Hudi for this table, or drop those indexes"
         )
@@ -663,10 +663,10 @@ def write_metadata_update(
     lock: an index being built since the commit began is in it) to the table's metadata table, as the
     deltacommit of the update's instant. The caller holds the lock and completes the data instant right
     after. Returns None when the table has no metadata table."""
+    check_supported(storage, config, service, writer=service == "write")
     mdt = open_metadata_table(storage, config)
     if mdt is None:
         return None
-    check_supported(mdt, service, writer=service == "write")
     return MetadataWriter(mdt, lock, time_generator=time_generator).write_deltacommit(build(config))
 
 

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from hoodie.failpoints import ENV as FAILPOINTS
 from hoodie.lock import FileSystemLock
 from hoodie.metadata import MetadataTable
 from hoodie.metadata.indexing import run_indexing, schedule_indexing
+from hoodie.metadata_table import MetadataTableNotSupported
 from hoodie.storage import Storage
 from hoodie.timeline.instant import DELTA_COMMIT, State
 from hoodie.timeline.metadata import decode_cleaner_plan
@@ -182,3 +184,16 @@ def test_a_rolled_back_write_takes_its_metadata_out(tmp_path: Path) -> None:
     mdt = MetadataTable.load(table.storage, table.config, table.timeline)
     assert mdt.timeline.get(last.time) is None
     check_metadata_table(root, "after the rollback")
+
+
+def test_the_writer_refuses_a_table_with_a_secondary_index_untouched(
+    fixture_root: Callable[[str], Path], table_copy: Callable[[Path], Path]
+) -> None:
+    """A write changes record values, which a secondary index would have to follow: refused up front."""
+    root = table_copy(fixture_root("hudi-rs/sample_table_cow_v9_txns_simple_meta:v9_txns_simple_meta"))
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    rows = Table.open(str(root)).read()
+    data = rows.drop([c for c in rows.column_names if c.startswith("_hoodie_")])
+    with pytest.raises(MetadataTableNotSupported, match="secondary_index_merchant_idx"):
+        TableWriter.open(str(root)).upsert(data.slice(0, 2))
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == files
