@@ -37,6 +37,7 @@ from hoodie.file_group.fs_view import (
     snapshot_slices,
 )
 from hoodie.log.reader import LogScan, scan_log_files
+from hoodie.memory import release_freed_heap
 from hoodie.read.conform import conform_table
 from hoodie.read.merge import (
     Deletes,
@@ -375,6 +376,10 @@ class Table:
             scan.rollback_blocks,
             int((time.monotonic() - started) * 1000),
         )
+        # The raw log bytes and the decoded blocks (the steps hold conformed copies) are garbage now: hand
+        # their pages back before the row groups are read, rather than carry them through the merge.
+        del scan
+        release_freed_heap()
         stream.chunks = self._stream_chunks(base, steps, rules, schema, stream)
         return stream
 
