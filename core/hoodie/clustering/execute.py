@@ -65,10 +65,8 @@ from hoodie.failpoints import failpoint
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroupId, FileSlice
 from hoodie.keygen import record_keys
-from hoodie.lock import LockProvider, held
+from hoodie.lock import LockProvider
 from hoodie.log.log_file import LogFile
-from hoodie.metadata.updates import update_for_rewrite
-from hoodie.metadata.writer import maintain_metadata_table, write_metadata_update
 from hoodie.read.conform import conform_table
 from hoodie.read.merge import drop_deleted_rows
 from hoodie.storage import Storage
@@ -86,10 +84,12 @@ from hoodie.timeline.metadata import (
 )
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.base_file import BaseFileStats, ParquetOptions, write_base_file
-from hoodie.write.markers import IOType, Markers, sweep_completed, unrecorded_files
+from hoodie.write.markers import IOType, Markers, sweep_completed
 from hoodie.write.rollback import RollbackResult, rollback_unfinished
 from hoodie.write.service_commit import (
+    by_partition,
     check_still_inflight,
+    complete_rewrite,
     without_meta_fields,
     written_rows,
 )
@@ -568,53 +568,33 @@ def commit_clustering(
     all_stats = [s for r in results for s in r.stats]
     check_still_inflight(storage, table, "clustering", T, instant.action, all_stats)
     stats = _check_results(storage, prepared, results)
-    version = table.config.table_version
-    by_partition: dict[str, list[WriteStat]] = {}
-    for stat in stats:
-        by_partition.setdefault(stat.partition_path or "", []).append(stat)
     replaced: dict[str, list[str]] = {}
     for s in prepared.plan.slices:
         replaced.setdefault(s.partition_path, []).append(s.file_id)
     metadata = CommitMetadata(
-        partition_to_write_stats={p: tuple(s) for p, s in by_partition.items()},
+        partition_to_write_stats=by_partition(stats),
         extra_metadata={"schema": prepared.writer_schema},
         operation_type=OPERATION_TYPE,
         compacted=False,
         partition_to_replace_file_ids={p: tuple(ids) for p, ids in replaced.items()},
         replace=True,
     )
-    markers = Markers(storage, T)
-    strays = unrecorded_files(markers.list(), metadata, table_version=version)
-    for stray in strays:
-        logger.info("clustering %s: deleting %s, written by a failed or duplicate task attempt", T, stray)
-        storage.delete(stray)
-    failpoint("clustering.before_commit")
-    writer = TimelineWriter(storage, table.config, lock, time_generator=time_generator)
-    done: Instant | None = None
-    with held(lock):
-        if fence is not None:
-            fence()
-        current = Table.load(storage)
-        check_still_inflight(storage, current, "clustering", T, instant.action, stats)
-        conflict = find_conflict(current, T, prepared.plan)
-        if conflict is None:
-            failpoint("clustering.during_commit")
-            write_metadata_update(
-                storage,
-                current.config,
-                lock,
-                lambda cfg: update_for_rewrite(storage, cfg, T, stats, record_index=True),
-                service="clustering",
-                time_generator=time_generator,
-            )
-            failpoint("clustering.after_metadata_commit")
-            done = writer.complete(instant, metadata)
+    done, conflict, strays = complete_rewrite(
+        storage,
+        lock,
+        instant,
+        metadata,
+        stats,
+        service="clustering",
+        content=metadata,
+        record_index=True,  # records move to new file groups
+        fence=fence,
+        conflict=lambda current: find_conflict(current, T, prepared.plan),
+        time_generator=time_generator,
+    )
     if conflict is not None:
         _abort(storage, lock, instant, prepared.plan, conflict, time_generator)
     assert done is not None
-    failpoint("clustering.after_commit")
-    markers.delete_all()
-    maintain_metadata_table(storage, lock, time_generator=time_generator)
     logger.info(
         "completed clustering %s on %s: %d file group(s) replaced by %d, %d record(s), %d byte(s)",
         T,
@@ -624,7 +604,7 @@ def commit_clustering(
         sum(s.num_writes or 0 for s in stats),
         sum(s.total_write_bytes or 0 for s in stats),
     )
-    return ClusteringResult(done, metadata, tuple(strays))
+    return ClusteringResult(done, metadata, strays)
 
 
 def _check_results(

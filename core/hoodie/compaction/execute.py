@@ -36,10 +36,8 @@ from hoodie.errors import CorruptBaseFile, HoodieError
 from hoodie.failpoints import failpoint
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroupId, FileSlice
-from hoodie.lock import LockProvider, held
+from hoodie.lock import LockProvider
 from hoodie.log.log_file import LogFile
-from hoodie.metadata.updates import update_for_rewrite
-from hoodie.metadata.writer import maintain_metadata_table, write_metadata_update
 from hoodie.read.conform import conform_table
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -56,9 +54,15 @@ from hoodie.timeline.metadata import (
 )
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.base_file import ParquetOptions, prefetched, write_base_file_chunks
-from hoodie.write.markers import Markers, sweep_completed, unrecorded_files
+from hoodie.write.markers import Markers, sweep_completed
 from hoodie.write.rollback import RollbackResult, rollback_unfinished
-from hoodie.write.service_commit import check_still_inflight, without_meta_fields, written_rows
+from hoodie.write.service_commit import (
+    by_partition,
+    check_still_inflight,
+    complete_rewrite,
+    without_meta_fields,
+    written_rows,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -329,43 +333,26 @@ def commit_compaction(
     table = Table.load(storage)
     check_still_inflight(storage, table, "compaction", T, COMPACTION, [r.stat for r in results])
     stats = _check_results(storage, prepared, results)
-    version = table.config.table_version
-    by_partition: dict[str, list[WriteStat]] = {}
-    for stat in stats:
-        by_partition.setdefault(stat.partition_path or "", []).append(stat)
     metadata = CommitMetadata(
-        partition_to_write_stats={p: tuple(s) for p, s in by_partition.items()},
+        partition_to_write_stats=by_partition(stats),
         extra_metadata={"schema": prepared.writer_schema},
         operation_type="COMPACT",
         compacted=True,
     )
-    markers = Markers(storage, T)
-    strays = unrecorded_files(markers.list(), metadata, table_version=version)
-    for stray in strays:
-        logger.info("compaction %s: deleting %s, written by a failed or duplicate task attempt", T, stray)
-        storage.delete(stray)
-    failpoint("compaction.before_commit")
-    content = encode_commit_metadata(metadata, table_version=version, action="commit")
-    writer = TimelineWriter(storage, table.config, lock, time_generator=time_generator)
-    with held(lock):
-        if fence is not None:
-            fence()
-        current = Table.load(storage)
-        check_still_inflight(storage, current, "compaction", T, COMPACTION, stats)
-        failpoint("compaction.during_commit")
-        write_metadata_update(
-            storage,
-            current.config,
-            lock,
-            lambda cfg: update_for_rewrite(storage, cfg, T, stats, record_index=False),
-            service="compaction",
-            time_generator=time_generator,
-        )
-        failpoint("compaction.after_metadata_commit")
-        done = writer.complete(instant, content)
-    failpoint("compaction.after_commit")
-    markers.delete_all()
-    maintain_metadata_table(storage, lock, time_generator=time_generator)
+    content = encode_commit_metadata(metadata, table_version=table.config.table_version, action="commit")
+    done, _, strays = complete_rewrite(
+        storage,
+        lock,
+        instant,
+        metadata,
+        stats,
+        service="compaction",
+        content=content,
+        record_index=False,  # records stay in their file group
+        fence=fence,
+        time_generator=time_generator,
+    )
+    assert done is not None  # no conflict check: a compaction conflicts with no write
     logger.info(
         "completed compaction %s on %s: %d file group(s), %d record(s), %d byte(s)",
         T,
@@ -374,7 +361,7 @@ def commit_compaction(
         sum(s.num_writes or 0 for s in stats),
         sum(s.total_write_bytes or 0 for s in stats),
     )
-    return CompactionResult(done, metadata, tuple(strays))
+    return CompactionResult(done, metadata, strays)
 
 
 def _check_results(

@@ -1,5 +1,6 @@
 """What the commits of the rewriting table services (compaction, clustering) share: the schema they record,
-the check that their instant is still theirs to complete, and the check of a written file's row count.
+the check that their instant is still theirs to complete, the check of a written file's row count, and the
+commit itself (:func:`complete_rewrite`).
 
 A service's attempt completes its instant only while the instant is inflight: when it is not (another runner
 completed it, or rolled it back), the attempt deletes the files it wrote that the winning commit does not
@@ -9,17 +10,29 @@ name and gives up with :class:`~hoodie.errors.CommitConflict`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hoodie.errors import CommitConflict, CorruptBaseFile, HoodieError
+from hoodie.failpoints import failpoint
+from hoodie.lock import LockProvider, held
+from hoodie.metadata.updates import update_for_rewrite
+from hoodie.metadata.writer import maintain_metadata_table, write_metadata_update
 from hoodie.storage import Storage
 from hoodie.table import META_COLUMNS, Table
-from hoodie.timeline.instant import State
-from hoodie.timeline.metadata import WriteStat
-from hoodie.write.markers import Markers
+from hoodie.timeline.instant import Instant, State
+from hoodie.timeline.instant_time import InstantTimeGenerator
+from hoodie.timeline.metadata import CommitMetadata, WriteStat
+from hoodie.timeline.writer import TimelineRecord, TimelineWriter
+from hoodie.write.markers import Markers, unrecorded_files
+
+logger = logging.getLogger(__name__)
+
+_C = TypeVar("_C")
 
 
 def without_meta_fields(avro_json: str) -> str:
@@ -68,4 +81,86 @@ def written_rows(storage: Storage, path: str) -> int:
         raise CorruptBaseFile(f"{path} is unreadable: {e}") from e
 
 
-__all__ = ["check_still_inflight", "discard_own_files", "without_meta_fields", "written_rows"]
+def by_partition(stats: Sequence[WriteStat]) -> dict[str, tuple[WriteStat, ...]]:
+    """``stats`` grouped by partition path (in order), as commit metadata holds them."""
+    groups: dict[str, list[WriteStat]] = {}
+    for stat in stats:
+        groups.setdefault(stat.partition_path or "", []).append(stat)
+    return {p: tuple(g) for p, g in groups.items()}
+
+
+def complete_rewrite(
+    storage: Storage,
+    lock: LockProvider,
+    instant: Instant,
+    metadata: CommitMetadata,
+    stats: Sequence[WriteStat],
+    *,
+    service: str,
+    content: bytes | TimelineRecord,
+    record_index: bool,
+    fence: Callable[[], None] | None = None,
+    conflict: Callable[[Table], _C | None] | None = None,
+    time_generator: InstantTimeGenerator | None = None,
+) -> tuple[Instant | None, _C | None, tuple[str, ...]]:
+    """Complete a rewriting service's inflight ``instant`` whose tasks' checked ``stats`` ``metadata`` holds.
+
+    1. Deletes the files the instant's markers name that ``metadata`` does not (failed or duplicate task
+       attempts).
+    2. Under the table lock: ``fence`` (the caller's claim, raising when it was lost), the instant still
+       inflight (:func:`check_still_inflight`), ``conflict`` (a conflicting write, given the table as of
+       now). Without a conflict it writes the metadata table's deltacommit of the same instant (files added
+       and removed; record-index entries when ``record_index``, as records move between file groups), then
+       completes the instant with ``content``.
+    3. After the lock (only when completed): the markers go, and the metadata table is compacted and cleaned
+       when due.
+
+    Failpoints ``<service>.before_commit``, ``.during_commit``, ``.after_metadata_commit`` and
+    ``.after_commit`` mark the steps. Returns the completed instant (None on a conflict), the conflict
+    (None when completed) and the stray files deleted.
+    """
+    T = instant.time
+    table = Table.load(storage)
+    markers = Markers(storage, T)
+    strays = tuple(unrecorded_files(markers.list(), metadata, table_version=table.config.table_version))
+    for stray in strays:
+        logger.info("%s %s: deleting %s, written by a failed or duplicate task attempt", service, T, stray)
+        storage.delete(stray)
+    failpoint(f"{service}.before_commit")
+    writer = TimelineWriter(storage, table.config, lock, time_generator=time_generator)
+    done: Instant | None = None
+    found: _C | None = None
+    with held(lock):
+        if fence is not None:
+            fence()
+        current = Table.load(storage)
+        check_still_inflight(storage, current, service, T, instant.action, stats)
+        found = conflict(current) if conflict is not None else None
+        if found is None:
+            failpoint(f"{service}.during_commit")
+            write_metadata_update(
+                storage,
+                current.config,
+                lock,
+                lambda cfg: update_for_rewrite(storage, cfg, T, stats, record_index=record_index),
+                service=service,
+                time_generator=time_generator,
+            )
+            failpoint(f"{service}.after_metadata_commit")
+            done = writer.complete(instant, content)
+    if done is None:
+        return None, found, strays
+    failpoint(f"{service}.after_commit")
+    markers.delete_all()
+    maintain_metadata_table(storage, lock, time_generator=time_generator)
+    return done, None, strays
+
+
+__all__ = [
+    "by_partition",
+    "check_still_inflight",
+    "complete_rewrite",
+    "discard_own_files",
+    "without_meta_fields",
+    "written_rows",
+]
