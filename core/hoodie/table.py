@@ -376,8 +376,8 @@ class Table:
             scan.rollback_blocks,
             int((time.monotonic() - started) * 1000),
         )
-        # The raw log bytes and the decoded blocks (the steps hold conformed copies) are garbage now: hand
-        # their pages back before the row groups are read, rather than carry them through the merge.
+        # The raw log bytes (and any decoded block that conforming copied) are garbage now: hand their pages
+        # back before the row groups are read, rather than carry them through the merge.
         del scan
         release_freed_heap()
         stream.chunks = self._stream_chunks(base, steps, rules, schema, stream)
