@@ -580,7 +580,7 @@ def commit_clustering(
         replace=True,
     )
     done, conflict, strays = complete_rewrite(
-        storage,
+        table,
         lock,
         instant,
         metadata,
@@ -595,16 +595,17 @@ def commit_clustering(
     if conflict is not None:
         _abort(storage, lock, instant, prepared.plan, conflict, time_generator)
     assert done is not None
+    result = ClusteringResult(done, metadata, strays)
     logger.info(
         "completed clustering %s on %s: %d file group(s) replaced by %d, %d record(s), %d byte(s)",
         T,
         storage.uri,
-        len(prepared.plan.slices),
+        result.file_groups_replaced,
         len(stats),
-        sum(s.num_writes or 0 for s in stats),
-        sum(s.total_write_bytes or 0 for s in stats),
+        result.records_written,
+        result.bytes_written,
     )
-    return ClusteringResult(done, metadata, strays)
+    return result
 
 
 def _check_results(

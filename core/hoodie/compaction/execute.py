@@ -341,7 +341,7 @@ def commit_compaction(
     )
     content = encode_commit_metadata(metadata, table_version=table.config.table_version, action="commit")
     done, _, strays = complete_rewrite(
-        storage,
+        table,
         lock,
         instant,
         metadata,
@@ -353,15 +353,16 @@ def commit_compaction(
         time_generator=time_generator,
     )
     assert done is not None  # no conflict check: a compaction conflicts with no write
+    result = CompactionResult(done, metadata, strays)
     logger.info(
         "completed compaction %s on %s: %d file group(s), %d record(s), %d byte(s)",
         T,
         storage.uri,
         len(stats),
-        sum(s.num_writes or 0 for s in stats),
-        sum(s.total_write_bytes or 0 for s in stats),
+        result.records_written,
+        result.bytes_written,
     )
-    return CompactionResult(done, metadata, strays)
+    return result
 
 
 def _check_results(

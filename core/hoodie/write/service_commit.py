@@ -90,7 +90,7 @@ def by_partition(stats: Sequence[WriteStat]) -> dict[str, tuple[WriteStat, ...]]
 
 
 def complete_rewrite(
-    storage: Storage,
+    table: Table,
     lock: LockProvider,
     instant: Instant,
     metadata: CommitMetadata,
@@ -103,7 +103,8 @@ def complete_rewrite(
     conflict: Callable[[Table], _C | None] | None = None,
     time_generator: InstantTimeGenerator | None = None,
 ) -> tuple[Instant | None, _C | None, tuple[str, ...]]:
-    """Complete a rewriting service's inflight ``instant`` whose tasks' checked ``stats`` ``metadata`` holds.
+    """Complete a rewriting service's inflight ``instant`` on ``table`` (as the caller loaded it to check the
+    tasks' results) whose tasks' checked ``stats`` ``metadata`` holds.
 
     1. Deletes the files the instant's markers name that ``metadata`` does not (failed or duplicate task
        attempts).
@@ -120,7 +121,7 @@ def complete_rewrite(
     (None when completed) and the stray files deleted.
     """
     T = instant.time
-    table = Table.load(storage)
+    storage = table.storage
     markers = Markers(storage, T)
     strays = tuple(unrecorded_files(markers.list(), metadata, table_version=table.config.table_version))
     for stray in strays:
@@ -129,7 +130,6 @@ def complete_rewrite(
     failpoint(f"{service}.before_commit")
     writer = TimelineWriter(storage, table.config, lock, time_generator=time_generator)
     done: Instant | None = None
-    found: _C | None = None
     with held(lock):
         if fence is not None:
             fence()
