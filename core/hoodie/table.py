@@ -36,6 +36,7 @@ from hoodie.file_group.fs_view import (
     read_optimized_slices,
     snapshot_slices,
 )
+from hoodie.log.integrity import LogIntegrity
 from hoodie.log.reader import LogScan, scan_log_files
 from hoodie.memory import release_freed_heap
 from hoodie.read.conform import conform_table
@@ -323,10 +324,20 @@ class Table:
         timeline = self.timeline
         return lambda time: timeline.is_committed(time, as_of)
 
-    def read_file_slice(self, file_slice: FileSlice, *, as_of: str | None = None) -> pa.Table | None:
+    def read_file_slice(
+        self, file_slice: FileSlice, *, as_of: str | None = None, strict: bool = False
+    ) -> pa.Table | None:
         """The merged records of one file slice as of ``as_of``, in the latest table schema (meta columns as
-        stored), or ``None`` when the slice holds no record."""
-        return self._read_slice(file_slice, self._visible_instant(as_of), self._rules(), self.read_schema())
+        stored), or ``None`` when the slice holds no record. ``strict``: the read feeds a rewrite, so damaged
+        committed log data raises instead of being skipped (:mod:`hoodie.log.integrity`)."""
+        return self._merge_slice(
+            file_slice, self._visible_instant(as_of), self._rules(), self.read_schema(), strict
+        ).table
+
+    @cached_property
+    def log_integrity(self) -> LogIntegrity:
+        """The checks a rewrite's log scans make (:mod:`hoodie.log.integrity`), over this view."""
+        return LogIntegrity(self.config, self.timeline, self.commit_metadata)
 
     def _rules(self) -> MergeRules:
         if self.config.is_mor:
@@ -340,17 +351,24 @@ class Table:
         except (OSError, pa.ArrowException) as e:
             raise CorruptBaseFile(f"cannot read base file {path}: {e}") from e
 
-    def merge_file_slice(self, file_slice: FileSlice, *, as_of: str | None = None) -> SliceMerge:
+    def merge_file_slice(
+        self, file_slice: FileSlice, *, as_of: str | None = None, strict: bool = False
+    ) -> SliceMerge:
         """Merge one file slice as of ``as_of`` (as :meth:`read_file_slice`), with what the merge saw."""
-        return self._merge_slice(file_slice, self._visible_instant(as_of), self._rules(), self.read_schema())
+        return self._merge_slice(
+            file_slice, self._visible_instant(as_of), self._rules(), self.read_schema(), strict
+        )
 
-    def stream_file_slice(self, file_slice: FileSlice, *, as_of: str | None = None) -> SliceStream:
+    def stream_file_slice(
+        self, file_slice: FileSlice, *, as_of: str | None = None, strict: bool = False
+    ) -> SliceStream:
         """Merge one file slice as of ``as_of`` a base-file row group at a time: each chunk holds the merged
         records of one row group (updated in place, deleted ones gone), the last one the log's new keys.
 
         The records and their order are those of :meth:`merge_file_slice`: a record's versions all meet in
         the chunk of the row group holding its key, so the log is cut per row group by key. Only the log and
-        one row group are held at a time (a base file holding a key twice is merged per row group)."""
+        one row group are held at a time (a base file holding a key twice is merged per row group).
+        ``strict`` as for :meth:`read_file_slice`."""
         include = self._visible_instant(as_of)
         rules = self._rules()
         schema = self.read_schema()
@@ -359,7 +377,7 @@ class Table:
             _RowGroups(self.storage, file_slice.base_file_path, schema) if file_slice.base_file_path else None
         )
         try:
-            scan = scan_log_files(self.storage, file_slice.log_file_paths, include_instant=include)
+            scan = self._scan(file_slice, include, strict)
             steps, log_keys, log_records = _log_steps(scan, schema, rules)
         except BaseException:
             if base is not None:
@@ -434,12 +452,21 @@ class Table:
     ) -> pa.Table | None:
         return self._merge_slice(file_slice, include, rules, schema).table
 
+    def _scan(self, file_slice: FileSlice, include: Callable[[str], bool], strict: bool) -> LogScan:
+        return scan_log_files(
+            self.storage,
+            file_slice.log_file_paths,
+            include_instant=include,
+            integrity=self.log_integrity if strict else None,
+        )
+
     def _merge_slice(
         self,
         file_slice: FileSlice,
         include: Callable[[str], bool],
         rules: MergeRules,
         schema: pa.Schema | None,
+        strict: bool = False,
     ) -> SliceMerge:
         started = time.monotonic()
 
@@ -458,7 +485,7 @@ class Table:
         # spend most of their time outside the GIL.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hoodie-base") as pool:
             pending_base = pool.submit(read_base)
-            scan = scan_log_files(self.storage, file_slice.log_file_paths, include_instant=include)
+            scan = self._scan(file_slice, include, strict)
             base = pending_base.result()
         scan_ms = int((time.monotonic() - started) * 1000)
         steps, log_keys, log_records = _log_steps(scan, schema, rules)

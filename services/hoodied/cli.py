@@ -469,7 +469,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run the daemon: keep the configured tables maintained")
     p.add_argument("--config", required=True, help="the daemon's YAML configuration")
-    p.add_argument("--once", action="store_true", help="one poll, run what it found, then exit")
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="one poll, run what it found, then exit (1 when a table or a job failed)",
+    )
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("status", help="pending instants, claim holders and last results of every table")

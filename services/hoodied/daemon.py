@@ -164,7 +164,9 @@ class Daemon:
 
     def run(self, *, once: bool = False, handle_signals: bool = True) -> int:
         """Run until SIGTERM/SIGINT (or :attr:`shutdown` is set), or one pass with ``once``; returns the exit
-        status. ``handle_signals=False`` leaves the process's signal handlers alone (embedding, tests)."""
+        status: 0, or with ``once`` 1 when a table could not be polled or a job failed (definitely, with an
+        unknown outcome, or on damaged data). ``handle_signals=False`` leaves the process's signal handlers
+        alone (embedding, tests)."""
         from apscheduler.schedulers.background import BackgroundScheduler
         from apscheduler.triggers.interval import IntervalTrigger
 
@@ -195,7 +197,10 @@ class Daemon:
                         break
                 if self.shutdown.is_set():
                     self._drain()
-                return 0
+                failures = self.supervisor.failures
+                for failure in failures:
+                    logger.error("this pass: %s", failure)
+                return 1 if failures else 0
             scheduler = BackgroundScheduler(daemon=True)
             scheduler.add_job(
                 self._poll,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hoodie.errors import HoodieError
+from hoodie.errors import CorruptBaseFile, CorruptLogBlock, HoodieError
 
 
 class ServiceError(HoodieError):
@@ -21,4 +21,15 @@ class JobFailed(HoodieError):
     """A table-service job definitely failed; its instant was rolled back and stays requested."""
 
 
-__all__ = ["ClaimHeld", "ClaimLost", "JobFailed", "ServiceError"]
+class CorruptData(JobFailed):
+    """A job stopped because committed data it must rewrite is damaged (a task raised
+    :class:`~hoodie.errors.CorruptLogBlock` or :class:`~hoodie.errors.CorruptBaseFile`). Retrying cannot help:
+    the instant is given up at once and the table needs a repair (the message names the file)."""
+
+
+#: The errors that mean committed data is damaged (retrying cannot help): the format library's, and ours for
+#: a Spark job whose task raised one of them.
+CORRUPT_DATA_ERRORS: tuple[type[HoodieError], ...] = (CorruptLogBlock, CorruptBaseFile, CorruptData)
+
+
+__all__ = ["CORRUPT_DATA_ERRORS", "ClaimHeld", "ClaimLost", "CorruptData", "JobFailed", "ServiceError"]

@@ -42,8 +42,8 @@ from hoodie.table import Table
 from hoodie.timeline.instant import State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import decode_index_plan
-from hoodied.errors import JobFailed
-from hoodied.jobs import job_group, run_tasks, task_error
+from hoodied.errors import CorruptData, JobFailed
+from hoodied.jobs import is_corrupt_data, job_group, run_tasks, task_error
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -141,7 +141,8 @@ def run_indexing_job(
             spark, job_group("indexing", T), f"indexing {T} of {storage.uri}", tasks, _spark_task
         )
     except Exception as e:  # Py4JJavaError carries the Python traceback of the failed task
-        raise JobFailed(
+        error = CorruptData if is_corrupt_data(e) else JobFailed
+        raise error(
             f"indexing {T} of {storage.uri} failed in Spark (stays pending, re-runnable): {task_error(e)}"
         ) from e
     update = merge_updates(T, built)

@@ -9,6 +9,7 @@ Hudi's: a retried or speculative attempt writes files of its own, which the driv
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -17,7 +18,7 @@ from hoodie.lock import LockProvider
 from hoodie.storage import Storage
 from hoodie.timeline.instant import Instant
 from hoodie.write.rollback import rollback_unfinished
-from hoodied.errors import JobFailed
+from hoodied.errors import CORRUPT_DATA_ERRORS, CorruptData, JobFailed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -81,19 +82,43 @@ def run_service_tasks(
         if fence is not None:
             fence()
         rollback_unfinished(storage, lock, instant, groups)
-        raise JobFailed(f"{service} {T} of {storage.uri} failed (rolled back to requested): {reason}") from e
+        error = CorruptData if is_corrupt_data(e) else JobFailed
+        raise error(f"{service} {T} of {storage.uri} failed (rolled back to requested): {reason}") from e
+
+
+def is_corrupt_data(e: BaseException) -> bool:
+    """Whether a job failed because committed data is damaged: raised here, or named in a task's traceback
+    (Spark hands the driver a task's Python error as text)."""
+    if isinstance(e, CORRUPT_DATA_ERRORS):
+        return True
+    names = tuple(f"{cls.__module__}.{cls.__name__}" for cls in CORRUPT_DATA_ERRORS)
+    return any(name in str(e) for name in names)
 
 
 def task_error(e: BaseException) -> str:
-    """The line of a failed job's error that says what went wrong (Py4J wraps the task's Python traceback)."""
+    """The line of a failed job's error that says what went wrong.
+
+    Spark hands the driver a failed task's Python traceback as text inside its own error (Py4J's); the line
+    that matters is the exception line that ends the last traceback (``hoodie.errors.CorruptLogBlock: ...``).
+    Without a traceback, the last line naming an error or exception, else the first line."""
     text = str(e)
-    for line in reversed(text.splitlines()):
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    if starts:
+        for line in lines[starts[-1] + 1 :]:
+            if line and not line[0].isspace():
+                return _PYTHON_ERROR.sub(r"\1", line.strip())[:1000]
+    for line in reversed(lines):
         line = line.strip()
         if line and ("Error" in line or "Exception" in line) and not line.startswith("at "):
-            return line[:500]
+            return line[:1000]
     if isinstance(e, HoodieError):
         return text
-    return text.splitlines()[0][:500] if text else type(e).__name__
+    return lines[0][:1000] if lines else type(e).__name__
 
 
-__all__ = ["job_group", "run_service_tasks", "run_tasks", "task_error", "write_token"]
+#: A Python exception line as Spark quotes it: ``module.Name: message`` (the module path shortened away).
+_PYTHON_ERROR = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*: .*)$")
+
+
+__all__ = ["is_corrupt_data", "job_group", "run_service_tasks", "run_tasks", "task_error", "write_token"]

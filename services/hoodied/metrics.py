@@ -24,8 +24,9 @@ from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram
 
 #: ``kind`` label values of ``hoodied_jobs_failed_total``: ``failed`` = definitely failed (rolled back),
 #: ``claim_lost`` = our claim was taken (the job must not commit), ``conflict`` = a conflicting write won,
-#: ``cancelled`` = stopped on shutdown or on request, ``unknown`` = the outcome of the commit is not known.
-FAILURE_KINDS: Final = frozenset({"failed", "claim_lost", "conflict", "cancelled", "unknown"})
+#: ``cancelled`` = stopped on shutdown or on request, ``unknown`` = the outcome of the commit is not known,
+#: ``corrupt`` = committed data the job must rewrite is damaged (given up at once).
+FAILURE_KINDS: Final = frozenset({"failed", "claim_lost", "conflict", "cancelled", "unknown", "corrupt"})
 
 #: States of ``hoodied_zookeeper_state``: kazoo's connection states, CLOSED after the daemon closed its
 #: client, EMBEDDED when the daemon runs without ZooKeeper (claims on one machine).
@@ -62,6 +63,7 @@ METRIC_NAMES: Final = frozenset(
         "hoodied_files_deleted_total",
         "hoodied_instants_scheduled_total",
         "hoodied_instants_given_up_total",
+        "hoodied_corrupt_data_total",
         "hoodied_claims_held",
         "hoodied_lock_wait_seconds",
         "hoodied_zookeeper_connected",
@@ -135,7 +137,8 @@ class Metrics:
         self.jobs_failed = self._counter(
             "hoodied_jobs_failed_total",
             "Table-service jobs that did not commit, by kind: failed (definitely failed, rolled back), "
-            "claim_lost, conflict, cancelled, unknown (the commit's outcome is not known).",
+            "claim_lost, conflict, cancelled, unknown (the commit's outcome is not known), corrupt "
+            "(committed data is damaged).",
             (*_TABLE_ACTION, "kind"),
         )
         self.jobs_running = self._gauge(
@@ -164,7 +167,13 @@ class Metrics:
         )
         self.instants_given_up = self._counter(
             "hoodied_instants_given_up_total",
-            "Pending instants this daemon stopped retrying (retries exhausted).",
+            "Pending instants this daemon stopped retrying (retries exhausted, or damaged data).",
+            _TABLE_ACTION,
+        )
+        self.corrupt_data = self._counter(
+            "hoodied_corrupt_data_total",
+            "Jobs stopped because committed data they must rewrite is damaged (a log block or base file "
+            "inside a completed commit); the instant is given up at once and the table needs a repair.",
             _TABLE_ACTION,
         )
 

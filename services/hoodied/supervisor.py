@@ -53,7 +53,7 @@ from hoodie.timeline.timeline import Timeline
 from hoodied.claims import Claim
 from hoodied.config import DaemonConfig, DiscoveryRoot, TableSettings
 from hoodied.coordination import SCHEDULE_CLAIM, Coordination, claim_name, table_key
-from hoodied.errors import ClaimHeld, ClaimLost, JobFailed
+from hoodied.errors import CORRUPT_DATA_ERRORS, ClaimHeld, ClaimLost, JobFailed
 from hoodied.health import Heartbeats
 from hoodied.jobs import job_group
 from hoodied.logs import log_context
@@ -96,7 +96,7 @@ class JobOutcome:
     service: str
     instant: str
     ok: bool
-    kind: str  # done | already_done | failed | claim_lost | conflict | cancelled | unknown
+    kind: str  # done | already_done | failed | claim_lost | conflict | cancelled | unknown | corrupt
     message: str
     seconds: float
     records: int = 0
@@ -194,6 +194,9 @@ class Supervisor:
         self._workers: list[threading.Thread] = []
         self._polled = threading.Event()
         self._poll_lock = threading.Lock()
+        #: What failed since the daemon started (tables that could not be polled, jobs that definitely
+        #: failed, stopped on damaged data or ended unknown), for ``run --once``'s exit status.
+        self.failures: list[str] = []
         self._discovered_at = float("-inf")
 
     # -- tables -------------------------------------------------------------------------------------------
@@ -284,6 +287,7 @@ class Supervisor:
             return items
 
     def _table_failed(self, table: WatchedTable, e: BaseException) -> None:
+        self.failures.append(f"table {table.name}: cannot poll: {type(e).__name__}: {e}")
         table.failures += 1
         delay = self.config.jobs.retry_delay(table.failures)
         table.retry_at = self._clock() + delay
@@ -585,6 +589,8 @@ class Supervisor:
             outcome = self._outcome(item, False, "conflict", f"aborted on a conflicting write: {e}", started)
         except (NothingToCompact, NothingToCluster, NothingToClean) as e:
             outcome = self._outcome(item, True, "already_done", str(e), started)
+        except CORRUPT_DATA_ERRORS as e:
+            outcome = self._outcome(item, False, "corrupt", f"{type(e).__name__}: {e}", started)
         except (JobFailed, HoodieError) as e:
             kind = "claim_lost" if lost.is_set() else "cancelled" if self._cancelled.is_set() else "failed"
             outcome = self._outcome(item, False, kind, f"{type(e).__name__}: {e}", started)
@@ -695,6 +701,8 @@ class Supervisor:
             files_deleted=outcome.files_deleted,
         )
         T = item.instant.time
+        if outcome.kind in ("failed", "unknown", "corrupt"):
+            self.failures.append(f"{item.service} {T} of {table.name}: {outcome.kind}: {outcome.message}")
         if outcome.ok:
             self._attempts.pop(item.ident, None)
             logger.info(
@@ -704,6 +712,19 @@ class Supervisor:
                 table.name,
                 "completed" if outcome.kind == "done" else "needed nothing",
                 outcome.seconds,
+                outcome.message,
+            )
+        elif outcome.kind == "corrupt":
+            # Retrying cannot mend damaged committed data: give the instant up now, and say so loudly.
+            self._attempts.setdefault(item.ident, _Attempts()).given_up = True
+            self.metrics.corrupt_data.labels(table=table.name, action=item.service).inc()
+            self.metrics.instants_given_up.labels(table=table.name, action=item.service).inc()
+            logger.error(
+                "%s %s of %s stopped on damaged committed data; given up until restart, the table needs a "
+                "repair: %s",
+                item.service,
+                T,
+                table.name,
                 outcome.message,
             )
         elif outcome.kind in ("failed", "unknown"):

@@ -123,6 +123,7 @@ def exported_labels() -> dict[str, frozenset[str]]:
     m.job_finished("t", "compaction", 1.0, ok=False, kind="failed")
     m.instants_scheduled.labels("t", "compaction").inc()
     m.instants_given_up.labels("t", "compaction").inc()
+    m.corrupt_data.labels("t", "compaction").inc()
     m.observe_lock_wait(0.1)
     m.set_zookeeper_state(None)
     m.spark_up.set(1)

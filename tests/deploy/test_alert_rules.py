@@ -33,6 +33,7 @@ ALERTS = frozenset(
         "HoodiedCompactionLag",
         "HoodiedJobsFailing",
         "HoodiedInstantGivenUp",
+        "HoodiedCorruptData",
         "HoodiedNoReplicaReady",
         "HoodiedZooKeeperDisconnected",
         "HoodiedPendingInstantTooOld",

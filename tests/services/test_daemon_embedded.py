@@ -14,11 +14,13 @@ import pytest
 
 from daemon_tables import assert_same_snapshot, cow_table, mor_table, snapshot
 from hoodie import Table
+from hoodie.compaction.plan import schedule_compaction
 from hoodie.config import METADATA_PARTITIONS, TableConfig
 from hoodie.lock import FileSystemLock
 from hoodie.metadata.indexing import run_indexing, schedule_indexing
 from hoodie.storage import Storage
 from hoodie.timeline.instant import State
+from hoodie.write.generate import GenerateSpec, generate_table
 from hoodied.cli import main
 from hoodied.config import DaemonConfig
 from hoodied.daemon import Daemon, format_status, status_report
@@ -141,7 +143,10 @@ def test_a_broken_table_does_not_stop_the_others(
     )
     daemon = Daemon(config, spark=spark)
     with caplog.at_level("ERROR"):
-        assert daemon.run(once=True, handle_signals=False) == 0
+        # The good table is served; the pass still exits 1, naming the two tables that failed.
+        assert daemon.run(once=True, handle_signals=False) == 1
+    assert "this pass: table broken: cannot poll" in caplog.text
+    assert "this pass: table with_expr: cannot poll" in caplog.text
     assert not Table.open(str(good.root)).timeline.pending()
     assert _sample(daemon, "hoodied_table_poll_failures_total", table="broken") == 1
     assert _sample(daemon, "hoodied_table_poll_failures_total", table="with_expr") == 1
@@ -222,3 +227,43 @@ def test_a_bad_configuration_is_an_error_naming_the_key(
     assert main(["run", "--config", str(path), "--once"]) == 2
     err = capsys.readouterr().err
     assert "tables[0].schedule[0]: 'compact' is not one of" in err, err
+
+
+def test_damaged_committed_data_gives_the_instant_up_at_once(tmp_path: Path, spark: Any) -> None:
+    """A compaction whose slice holds a damaged block inside a completed commit is refused in its Spark task;
+    the daemon gives the instant up after that one attempt (retrying cannot mend data), counts it in
+    ``hoodied_corrupt_data_total`` and keeps the table as it was: nothing committed, every read the same."""
+    root = tmp_path / "orders"
+    generate_table(str(root), GenerateSpec(table_version=8, rows=300, commits=3, partitions=1, seed=5))
+    storage = Storage.for_uri(str(root))
+    scheduled = schedule_compaction(storage, FileSystemLock(storage))
+    assert scheduled.instant is not None
+    log = next(p for p in sorted(root.rglob(".*.log.*")) if ".hoodie" not in p.relative_to(root).parts)
+    data = bytearray(log.read_bytes())
+    data[12] ^= 0x01  # the first block's length
+    log.write_bytes(bytes(data))
+    before = snapshot(root)
+    config = _config(
+        tmp_path,
+        f"""
+        replica: test-replica
+        metrics: {{port: null}}
+        jobs: {{max_attempts: 5, backoff: 0s}}
+        tables:
+          - {{path: {root}, name: orders, services: [compaction]}}
+        """,
+    )
+    daemon = Daemon(config, spark=spark)
+    assert daemon.run(once=True, handle_signals=False) != 0
+    assert _sample(daemon, "hoodied_corrupt_data_total", table="orders", action="compaction") == 1
+    failed = {"table": "orders", "action": "compaction", "kind": "corrupt"}
+    assert _sample(daemon, "hoodied_jobs_failed_total", **failed) == 1
+    assert _sample(daemon, "hoodied_instants_given_up_total", table="orders", action="compaction") == 1
+    last = read_last_results(storage)["compaction"]
+    assert last["kind"] == "corrupt"
+    assert str(log.relative_to(root)) in str(last["message"])
+    assert "CorruptLogBlock" in str(last["message"])
+    now = Table.open(str(root)).timeline.get(scheduled.instant.time)
+    assert now is not None
+    assert now.state is State.REQUESTED
+    assert_same_snapshot(before, snapshot(root), "orders")

@@ -407,7 +407,7 @@ def run_clustering_task(task: ClusteringTask, write_token: str) -> TaskResult:
     parts: list[pa.Table] = []
     scan_ms = 0
     for info in task.group.slices:
-        merge = table.merge_file_slice(_slice_of(storage, info), as_of=T)
+        merge = table.merge_file_slice(_slice_of(storage, info), as_of=T, strict=True)
         scan_ms += merge.scan_ms
         merged = merge.table
         if merged is None:

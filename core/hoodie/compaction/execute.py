@@ -211,7 +211,7 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
     T = task.instant_time
     file_slice = _slice_of(storage, op)
     # One base-file row group at a time: it is read and merged on a thread while the previous one is encoded.
-    merge = table.stream_file_slice(file_slice, as_of=T)
+    merge = table.stream_file_slice(file_slice, as_of=T, strict=True)
     schema = table.read_schema()
     chunks = (
         (conform_table(c, schema).select(schema.names) for c in merge.chunks)
@@ -277,7 +277,7 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
     )
     if merge.corrupt_blocks:
         logger.warning(
-            "compaction %s: %d corrupt log block(s) skipped in %s/%s, as readers skip them",
+            "compaction %s: %d torn log block(s) no completed commit wrote skipped in %s/%s",
             T,
             merge.corrupt_blocks,
             op.partition_path,

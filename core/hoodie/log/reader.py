@@ -27,6 +27,11 @@ Then the surviving blocks are decoded. Every batch keeps its instant, file and b
 in scan order (file order, then block order, compacted blocks moved as above). A surviving block whose
 content does not decode raises :class:`~hoodie.errors.CorruptLogBlock` naming the file and offset: with good
 framing, bad content is real damage, never a torn write, and skipping it would silently lose rows.
+
+A scan that feeds a rewrite passes a :class:`~hoodie.log.integrity.LogIntegrity`: then a CORRUPT block inside
+bytes a completed commit wrote, a block whose header contradicts the commit that wrote it, and records whose
+meta fields contradict their file raise :class:`~hoodie.errors.CorruptLogBlock` instead of being skipped or
+taken (see that module); only a torn tail no completed commit covers is skipped.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from hoodie.log.block import (
     decode_hfile_block,
     iter_blocks,
 )
+from hoodie.log.integrity import LogIntegrity
 from hoodie.storage import Storage
 
 __all__ = ["CorruptBlock", "LogBatch", "LogScan", "scan_log_files"]
@@ -110,11 +116,13 @@ def scan_log_files(
     *,
     include_instant: Callable[[str], bool],
     metadata_table: bool = False,
+    integrity: LogIntegrity | None = None,
 ) -> LogScan:
     """Scan log files (paths relative to the table's base path, already in log order); see the module doc.
 
     ``include_instant(t)`` says whether the data and delete blocks written by instant ``t`` count;
-    ``metadata_table`` whether the files are the metadata table's (HFile data blocks).
+    ``metadata_table`` whether the files are the metadata table's (HFile data blocks); ``integrity``, when
+    the scan feeds a rewrite, refuses damaged committed data instead of skipping it.
     """
     candidates: list[_Candidate] = []
     corrupt: list[CorruptBlock] = []
@@ -124,9 +132,9 @@ def scan_log_files(
         for block in iter_blocks(data):
             blocks += 1
             rollbacks += block.block_type is BlockType.COMMAND
-            candidates = _admit(block, path, candidates, corrupt, include_instant, metadata_table)
+            candidates = _admit(block, path, candidates, corrupt, include_instant, metadata_table, integrity)
     survivors = _apply_log_compaction(candidates)
-    batches = [_decode(c) for c in survivors]
+    batches = [_decode(c, integrity) for c in survivors]
     return LogScan(batches=batches, corrupt_blocks=corrupt, blocks_read=blocks, rollback_blocks=rollbacks)
 
 
@@ -137,10 +145,13 @@ def _admit(
     corrupt: list[CorruptBlock],
     include_instant: Callable[[str], bool],
     metadata_table: bool = False,
+    integrity: LogIntegrity | None = None,
 ) -> list[_Candidate]:
     """Apply one block to the candidates seen so far; returns the (possibly new) candidate list."""
     if block.block_type is BlockType.CORRUPT:
         reason = block.corrupt_reason or "corrupt block"
+        if integrity is not None:
+            integrity.check_corrupt(path, block.offset, block.length, reason)
         logger.warning(
             "skipping a corrupt log block in %s at offset %d (%d bytes): %s",
             path,
@@ -153,6 +164,8 @@ def _admit(
     instant = block.instant_time
     if instant is None:
         raise CorruptLogBlock(f"{path}: {block.describe()}: no INSTANT_TIME header")
+    if integrity is not None:
+        integrity.check_header(path, block)
     if block.block_type is BlockType.COMMAND:
         if block.command_type != ROLLBACK_PREVIOUS_BLOCK:
             raise CorruptLogBlock(
@@ -212,7 +225,7 @@ def _apply_log_compaction(candidates: list[_Candidate]) -> list[_Candidate]:
     return order
 
 
-def _decode(candidate: _Candidate) -> LogBatch:
+def _decode(candidate: _Candidate, integrity: LogIntegrity | None = None) -> LogBatch:
     block = candidate.block
     try:
         if candidate.kind == "delete":
@@ -221,8 +234,10 @@ def _decode(candidate: _Candidate) -> LogBatch:
             table = decode_hfile_block(block)
         else:
             table = decode_data_block(block)
+        if integrity is not None and block.block_type is not BlockType.HFILE_DATA:
+            integrity.check_records(candidate.log_file, block, table)
     except CorruptLogBlock as e:
-        raise CorruptLogBlock(f"{candidate.log_file}: {e}") from e
+        raise CorruptLogBlock(f"{candidate.log_file} (instant {candidate.instant_time}): {e}") from e
     except UnsupportedTable as e:
         raise UnsupportedTable(f"{candidate.log_file}: {e}") from e
     return LogBatch(candidate.instant_time, candidate.kind, table, candidate.log_file, block.offset)

@@ -367,7 +367,7 @@ def build_index_records(
     if MetadataPartition.RECORD_INDEX in wanted:
         table = Table.load(storage)
         for s in slices:
-            merged = table.read_file_slice(s)
+            merged = table.read_file_slice(s, strict=True)
             if merged is None or not merged.num_rows:
                 continue
             if RECORD_KEY in merged.column_names:

@@ -634,7 +634,9 @@ class _CommitJob:
         path = _join(partition, name)
         self.markers.create(partition, name, "MERGE")
         current = (
-            self.table.read_file_slice(g.base) if not g.has_logs else self.table.read_file_slice(g.latest)
+            self.table.read_file_slice(g.base, strict=True)
+            if not g.has_logs
+            else self.table.read_file_slice(g.latest, strict=True)
         )
         steps: list[MergeInput] = []
         if new_rows is not None and new_rows.num_rows:

@@ -203,7 +203,8 @@ def test_content_that_does_not_decode_raises_naming_file_and_offset(
         BlockType.AVRO_DATA, {0: "2", 2: json.dumps(simple_schema)}, b"\x00\x00\x00\x03junk"
     )
     storage = write_logs(tmp_path, {LOG: good + bad})
-    with pytest.raises(CorruptLogBlock, match=rf"^{LOG}: AVRO_DATA block at offset {len(good)}: "):
+    expected = rf"^{LOG} \(instant 2\): AVRO_DATA block at offset {len(good)}: "
+    with pytest.raises(CorruptLogBlock, match=expected):
         scan_log_files(storage, [LOG], include_instant=everything)
 
 
@@ -404,7 +405,7 @@ def test_a_flipped_byte_never_crashes_nor_leaks_rows_of_its_block(
         else:
             error = None
         if error is not None:
-            assert error.startswith(f"{LOG}: "), (pos, error)
+            assert error.startswith(f"{LOG}"), (pos, error)
             assert f"block at offset {hit.offset}:" in error, (pos, error)
             outcomes["raised"] += 1
             continue
