@@ -347,7 +347,7 @@ class Table:
     def _read_base(self, path: str) -> pa.Table:
         try:
             with self.storage.open_input_file(path) as f:
-                return pq.read_table(f)
+                return pq.read_table(f, page_checksum_verification=True)
         except (OSError, pa.ArrowException) as e:
             raise CorruptBaseFile(f"cannot read base file {path}: {e}") from e
 
@@ -673,7 +673,7 @@ class _RowGroups:
         self.schema = schema
         try:
             self._file = storage.open_input_file(path)
-            self._parquet = pq.ParquetFile(self._file)
+            self._parquet = pq.ParquetFile(self._file, page_checksum_verification=True)
         except (OSError, pa.ArrowException) as e:
             raise CorruptBaseFile(f"cannot read base file {path}: {e}") from e
         self.num_rows = self._parquet.metadata.num_rows

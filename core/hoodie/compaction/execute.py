@@ -277,11 +277,10 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
     )
     if merge.corrupt_blocks:
         logger.warning(
-            "compaction %s: %d torn log block(s) no completed commit wrote skipped in %s/%s",
+            "compaction %s: %d torn log block(s) no completed commit wrote skipped in file group %s",
             T,
             merge.corrupt_blocks,
-            op.partition_path,
-            op.file_id,
+            FileGroupId(op.partition_path, op.file_id),
         )
     logger.debug(
         "compaction %s: %s/%s -> %s (%d rows) in %.2f s",

@@ -431,7 +431,7 @@ def _decode_avro_columnar(content: bytes, count: int, compiled: CompiledSchema) 
 
 def _decode_parquet_block(block: LogBlock) -> pa.Table:
     try:
-        return pq.ParquetFile(pa.BufferReader(block.content)).read()
+        return pq.ParquetFile(pa.BufferReader(block.content), page_checksum_verification=True).read()
     except (pa.ArrowException, OSError, ValueError, TypeError, IndexError) as e:
         raise CorruptLogBlock(f"{block.describe()}: its Parquet content does not read: {e}") from e
 

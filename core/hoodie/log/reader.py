@@ -166,6 +166,7 @@ def _admit(
         raise CorruptLogBlock(f"{path}: {block.describe()}: no INSTANT_TIME header")
     if integrity is not None:
         integrity.check_header(path, block)
+        integrity.check_schema(path, block)
     if block.block_type is BlockType.COMMAND:
         if block.command_type != ROLLBACK_PREVIOUS_BLOCK:
             raise CorruptLogBlock(

@@ -714,7 +714,12 @@ def encode_parquet_data_block(
     sink = pa.BufferOutputStream()
     name, level = codec
     with pq.ParquetWriter(
-        sink, rows.schema, compression=name, compression_level=level, store_schema=False
+        sink,
+        rows.schema,
+        compression=name,
+        compression_level=level,
+        store_schema=False,
+        write_page_checksum=True,  # as parquet-mr (Hudi) does: damaged pages are caught on read
     ) as writer:
         writer.write_table(rows)
         writer.add_key_value_metadata({"parquet.avro.schema": avro_schema, "writer.model.name": "avro"})

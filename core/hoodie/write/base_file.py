@@ -571,6 +571,8 @@ def _write_rows(
                 use_compliant_nested_type=True,
                 store_schema=False,
                 write_time_adjusted_to_utc=True,
+                # A CRC per page, as parquet-mr (Hudi's writer) writes by default: damage is caught on read.
+                write_page_checksum=True,
             ) as writer,
         ):
             for chunk in chunks:

@@ -178,3 +178,18 @@ def test_damage_before_the_active_ranges_of_an_archived_slice_is_refused(tmp_pat
     end = archived.ranges_of(of_third)[-1].end
     assert end is not None
     archived.check_corrupt(of_third, end, 10, "test")  # after the last committed byte: a torn tail
+
+
+@pytest.mark.parametrize("field", ["rider", "_hoodie_partition_path"])
+def test_a_damaged_schema_header_stops_compaction(tmp_path: Path, field: str) -> None:
+    """A field name of a block's SCHEMA header flipped to upper case still parses, and the column would read
+    as nulls; it no longer matches the writer schema the commit recorded, so it is refused."""
+    root, storage, lock = _table(tmp_path, 8)
+    scheduled = schedule_compaction(storage, lock)
+    assert scheduled.instant is not None
+    log = _log_files(root)[0]
+    data = log.read_bytes()
+    at = data.index(f'"name":"{field}"'.encode()) + len('"name":"') + len(field) - 1
+    _flip(log, at, 0x20)  # the name's last letter in upper case
+    with pytest.raises(CorruptLogBlock, match="SCHEMA header does not match the writer schema"):
+        compact_in_process(storage, lock, scheduled.instant.time)
