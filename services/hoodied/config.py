@@ -20,8 +20,10 @@ Every key, its default and its meaning (the README's configuration reference is 
       max_concurrent_jobs: 2      # jobs running at once in this replica
       fair_pools: true            # spark.scheduler.mode=FAIR, one pool per action
     metrics:
-      host: 0.0.0.0               # /metrics, /healthz, /readyz, /status
+      host: 0.0.0.0               # /metrics, /healthz, /readyz, /status (every interface: probes, Prometheus)
       port: 9464                  # 0: a free port (logged); null: no HTTP server
+      read_timeout: 10s           # a connection has this long to send its request, then is cut off
+      max_connections: 32         # connections served at once; more are answered 503
     logging:
       level: INFO
       format: text                # text | json
@@ -269,6 +271,8 @@ class SparkSettings:
 class MetricsSettings:
     host: str = "0.0.0.0"
     port: int | None = 9464
+    read_timeout: float = 10.0
+    max_connections: int = 32
 
 
 @dataclass(frozen=True)
@@ -461,7 +465,12 @@ def _metrics(s: _Section) -> MetricsSettings:
     if "port" in s.raw:
         s.used.add("port")
         port = None if s.raw["port"] is None else _port(s.raw["port"], s.path("port"))
-    out = MetricsSettings(host=s.get("host", "0.0.0.0", _str), port=port)
+    out = MetricsSettings(
+        host=s.get("host", "0.0.0.0", _str),
+        port=port,
+        read_timeout=s.get("read_timeout", 10.0, parse_duration),
+        max_connections=s.get("max_connections", 32, _int(1)),
+    )
     s.done()
     return out
 

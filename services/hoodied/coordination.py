@@ -12,7 +12,8 @@ Curator ``InterProcessMutex``-compatible lock at Hudi's ``hoodie.write.lock.zook
 :class:`~hoodied.claims.LocalClaim` and the table lock is :class:`~hoodie.lock.FileSystemLock`, so a one-off
 ``hoodied compact`` on the same machine and the daemon still exclude each other.
 
-Every table lock handed out is wrapped to observe how long acquiring it waited.
+Every table lock handed out is wrapped to observe how long acquiring it waited and how long it was held
+(a table lock held is a writer kept waiting).
 """
 
 from __future__ import annotations
@@ -52,23 +53,36 @@ def claim_name(action: str, instant_time: str) -> str:
     return f"{action}-{instant_time}"
 
 
-class TimedLock(AcquireOnEnter):
-    """A :class:`~hoodie.lock.LockProvider` that reports how long each acquire waited."""
+class LockObserver(Protocol):
+    """Who is told how long table locks were waited for and held (:class:`~hoodied.metrics.Metrics`)."""
 
-    def __init__(self, inner: LockProvider, observe: Callable[[float], None], timeout: float) -> None:
+    def observe_lock_wait(self, seconds: float) -> None: ...
+
+    def observe_lock_hold(self, seconds: float) -> None: ...
+
+
+class TimedLock(AcquireOnEnter):
+    """A :class:`~hoodie.lock.LockProvider` that reports how long each acquire waited and each hold lasted."""
+
+    def __init__(self, inner: LockProvider, observer: LockObserver, timeout: float) -> None:
         self._inner = inner
-        self._observe = observe
+        self._observer = observer
         self._acquire_timeout = timeout
+        self._held_since: float | None = None
 
     def acquire(self, timeout: float) -> None:
         started = time.monotonic()
         try:
             self._inner.acquire(timeout)
+            self._held_since = time.monotonic()
         finally:
-            self._observe(time.monotonic() - started)
+            self._observer.observe_lock_wait(time.monotonic() - started)
 
     def release(self) -> None:
         self._inner.release()
+        if self._held_since is not None:
+            self._observer.observe_lock_hold(time.monotonic() - self._held_since)
+            self._held_since = None
 
     @property
     def is_held(self) -> bool:
@@ -105,8 +119,8 @@ class Coordination(Protocol):
 class EmbeddedCoordination:
     """One replica: claims in files in the table, the file-system table lock."""
 
-    def __init__(self, observe_lock_wait: Callable[[float], None], lock_timeout: float = 60.0) -> None:
-        self._observe = observe_lock_wait
+    def __init__(self, observer: LockObserver, lock_timeout: float = 60.0) -> None:
+        self._observer = observer
         self._lock_timeout = lock_timeout
 
     @property
@@ -145,7 +159,7 @@ class EmbeddedCoordination:
         minutes = settings.get("hoodie.write.lock.filesystem.expire", "").strip()
         expire = float(minutes) * 60 if minutes else 60.0
         inner = FileSystemLock(storage, expire_seconds=expire, acquire_timeout=self._lock_timeout)
-        return TimedLock(inner, self._observe, self._lock_timeout)
+        return TimedLock(inner, self._observer, self._lock_timeout)
 
     def on_lost(self, claim: Claim, callback: Callable[[], None]) -> None:
         """File claims are not lost behind our back (the commit's fence still re-checks them)."""
@@ -158,12 +172,12 @@ class ZooKeeperCoordination:
         self,
         zookeeper: ZooKeeper,
         settings: ZooKeeperSettings,
-        observe_lock_wait: Callable[[float], None],
+        observer: LockObserver,
         lock_timeout: float = 60.0,
     ) -> None:
         self.zookeeper = zookeeper
         self._settings = settings
-        self._observe = observe_lock_wait
+        self._observer = observer
         self._lock_timeout = lock_timeout
 
     @property
@@ -190,7 +204,7 @@ class ZooKeeperCoordination:
         inner = self.zookeeper.table_lock(
             self.lock_path(config, settings), acquire_timeout=self._lock_timeout
         )
-        return TimedLock(inner, self._observe, self._lock_timeout)
+        return TimedLock(inner, self._observer, self._lock_timeout)
 
     def on_lost(self, claim: Claim, callback: Callable[[], None]) -> None:
         register = getattr(claim, "on_lost", None)
@@ -207,6 +221,7 @@ __all__ = [
     "SCHEDULE_CLAIM",
     "Coordination",
     "EmbeddedCoordination",
+    "LockObserver",
     "TimedLock",
     "ZooKeeperCoordination",
     "claim_name",

@@ -136,7 +136,6 @@ class Daemon:
             return self._spark
 
     def _coordination(self) -> Coordination:
-        observe = self.metrics.observe_lock_wait
         timeout = self.config.jobs.lock_timeout
         if self.config.zookeeper is None:
             logger.warning(
@@ -144,9 +143,9 @@ class Daemon:
                 "table lock. Several replicas (and Hudi writers on other machines) need zookeeper.connect."
             )
             self.metrics.set_zookeeper_state(None)
-            return EmbeddedCoordination(observe, timeout)
+            return EmbeddedCoordination(self.metrics, timeout)
         self.zookeeper = _zookeeper(self.config, self.metrics, self.heartbeats)
-        return ZooKeeperCoordination(self.zookeeper, self.config.zookeeper, observe, timeout)
+        return ZooKeeperCoordination(self.zookeeper, self.config.zookeeper, self.metrics, timeout)
 
     def status(self) -> dict[str, object]:
         """What ``/status`` serves: this replica's view of its tables."""
@@ -185,6 +184,8 @@ class Daemon:
                 status_fn=self.status,
                 host=config.metrics.host,
                 port=config.metrics.port,
+                read_timeout=config.metrics.read_timeout,
+                max_connections=config.metrics.max_connections,
             )
             self.health.start()
             logger.info("metrics and health on %s (/metrics, /healthz, /readyz, /status)", self.health.url)
@@ -289,6 +290,7 @@ def _table_status(t: WatchedTable) -> dict[str, object]:
         "uri": t.uri,
         "pending": {s: [f"{i.time} ({i.state.name.lower()})" for i in v] for s, v in t.pending.items() if v},
         "last_error": t.last_error,
+        "schedule_error": t.schedule_error,
         "last_results": {s: o.__dict__ for s, o in t.last_results.items()},
     }
 
@@ -305,9 +307,9 @@ def status_report(config: DaemonConfig) -> list[dict[str, object]]:
         coordination: Coordination
         if zk is not None:
             assert config.zookeeper is not None
-            coordination = ZooKeeperCoordination(zk, config.zookeeper, metrics.observe_lock_wait)
+            coordination = ZooKeeperCoordination(zk, config.zookeeper, metrics)
         else:
-            coordination = EmbeddedCoordination(metrics.observe_lock_wait)
+            coordination = EmbeddedCoordination(metrics)
         supervisor = Supervisor(config, coordination, metrics, heartbeats, _no_spark)
         supervisor.refresh_tables()
         out: list[dict[str, object]] = []

@@ -1,15 +1,24 @@
 """Is the daemon alive, is it ready: pure functions of its recorded :class:`Heartbeats` and a given ``now``,
 and the small HTTP server that answers them with the metrics.
 
-- **Alive** while the supervisor loop beats: a poll started within the liveness window
-  (``max(3 * poll_interval, 60)`` seconds), or, before the first poll, the daemon started within it. A stuck
-  loop is not alive and should be restarted.
+- **Alive** while the supervisor loop beats: a poll started, or a table of a poll was polled, within the
+  liveness window (``max(3 * poll_interval, 60)`` seconds), or, before the first poll, the daemon started
+  within it. A long first poll of a large fleet beats with every table; a stuck loop does not beat and should
+  be restarted.
 - **Ready** when alive, not draining after SIGTERM, Spark up, ZooKeeper CONNECTED (or no ZooKeeper at all)
   and at least one poll has succeeded. A daemon that is not ready should get no new work routed to it.
 
 :class:`HealthServer` serves ``GET /metrics`` (Prometheus text), ``/healthz`` and ``/readyz`` (200 or 503 with
-the :class:`HealthReport` as JSON) and ``/status`` (JSON of whatever the daemon reports), on loopback by
-default.
+the :class:`HealthReport` as JSON) and ``/status`` (JSON of whatever the daemon reports) on the configured
+``metrics.host`` (every interface by default, as a pod's probes and Prometheus need; the class itself
+defaults to loopback). It is built to face a hostile network:
+
+- one request per connection (HTTP/1.0), its request line and headers read within ``read_timeout``
+  seconds in all (each read waits at most that long too): a client that connects and sends nothing, or
+  trickles bytes, is cut off instead of holding a thread;
+- at most ``max_connections`` connections served at once; one more is answered 503 at once and closed,
+  without a thread;
+- a request line and headers of at most :data:`MAX_REQUEST_BYTES`; bigger is answered 431 and closed.
 """
 
 from __future__ import annotations
@@ -37,6 +46,45 @@ MIN_LIVENESS_WINDOW = 60.0
 
 _JSON = "application/json"
 
+#: The most bytes a request's line and headers may take (nothing here needs more than a few hundred).
+MAX_REQUEST_BYTES = 16 * 1024
+#: Seconds a connection has to send its whole request (and the most any one read may wait).
+DEFAULT_READ_TIMEOUT = 10.0
+#: Connections served at once; more are refused with 503.
+DEFAULT_MAX_CONNECTIONS = 32
+
+
+class _RequestTooLarge(Exception):
+    pass
+
+
+class _CappedReader:
+    """The connection's reader, bounded in bytes and in time for one request's line and headers."""
+
+    def __init__(self, inner: Any, limit: int, deadline: float) -> None:
+        self._inner = inner
+        self._left = limit
+        self._deadline = deadline
+
+    def _check(self, data: bytes) -> bytes:
+        self._left -= len(data)
+        if self._left < 0:
+            raise _RequestTooLarge()
+        if time.monotonic() > self._deadline:
+            raise TimeoutError("the request took too long to arrive")
+        return data
+
+    def readline(self, limit: int = -1) -> bytes:
+        cap = self._left + 1 if limit < 0 else min(limit, self._left + 1)
+        return self._check(self._inner.readline(cap))
+
+    def read(self, n: int = -1) -> bytes:
+        cap = self._left + 1 if n < 0 else min(n, self._left + 1)
+        return self._check(self._inner.read(cap))
+
+    def close(self) -> None:
+        self._inner.close()
+
 
 @dataclass
 class Heartbeats:
@@ -45,6 +93,8 @@ class Heartbeats:
 
     started_at: float
     last_poll_started: float | None = None
+    #: The last table a poll finished (a poll over thousands of tables beats as it goes).
+    last_table_polled: float | None = None
     last_poll_succeeded: float | None = None
     last_error: str | None = None
     #: kazoo's connection state (``CONNECTED``, ``SUSPENDED``, ``LOST``) or ``CLOSED``; None = no ZooKeeper.
@@ -73,10 +123,13 @@ def liveness_window(poll_interval: float) -> float:
 def liveness(beats: Heartbeats, now: float, poll_interval: float) -> HealthReport:
     """Alive while the supervisor loop beats (see the module docstring)."""
     window = liveness_window(poll_interval)
-    if beats.last_poll_started is not None:
-        since = now - beats.last_poll_started
+    beats_seen = [b for b in (beats.last_poll_started, beats.last_table_polled) if b is not None]
+    if beats_seen:
+        since = now - max(beats_seen)
         if since > window:
-            return HealthReport(False, (f"no poll started for {since:.0f} s (limit {window:.0f} s)",))
+            return HealthReport(
+                False, (f"no poll started nor table polled for {since:.0f} s (limit {window:.0f} s)",)
+            )
     else:
         since = now - beats.started_at
         if since > window:
@@ -105,15 +158,61 @@ def readiness(beats: Heartbeats, now: float, poll_interval: float) -> HealthRepo
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 64
 
     def __init__(self, address: tuple[str, int], app: HealthServer) -> None:
         self.app = app
+        self._slots = threading.BoundedSemaphore(app.max_connections)
         super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve on a thread of its own while a slot is free; else answer 503 here, at once, and close."""
+        if not self._slots.acquire(blocking=False):
+            try:
+                request.settimeout(1.0)
+                request.sendall(
+                    b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                    b"Connection: close\r\n\r\n"
+                    b'{"error": "too many connections"}'
+                )
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        logger.debug("health server: a connection from %s failed", client_address, exc_info=True)
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     server_version = "hoodied"
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.app.read_timeout)  # each read of the socket
+        deadline = time.monotonic() + self.server.app.read_timeout
+        self.rfile = _CappedReader(self.rfile, MAX_REQUEST_BYTES, deadline)  # type: ignore[assignment]
+
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        except _RequestTooLarge:
+            self.close_connection = True
+            self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "request line and headers too large")
+        except TimeoutError:
+            self.close_connection = True
 
     def do_GET(self) -> None:
         app = self.server.app
@@ -166,12 +265,19 @@ class HealthServer:
         status_fn: Callable[[], object] = _no_status,
         host: str = "127.0.0.1",
         port: int = 0,
+        *,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
+        if read_timeout <= 0 or max_connections < 1:
+            raise ValueError(f"read_timeout={read_timeout} and max_connections={max_connections} must be > 0")
         self.metrics = metrics
         self.heartbeats = heartbeats
         self.poll_interval = poll_interval
         self.status_fn = status_fn
         self.host = host
+        self.read_timeout = read_timeout
+        self.max_connections = max_connections
         self._port = port
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -223,6 +329,9 @@ class HealthServer:
 
 
 __all__ = [
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_READ_TIMEOUT",
+    "MAX_REQUEST_BYTES",
     "MIN_LIVENESS_WINDOW",
     "HealthReport",
     "HealthServer",

@@ -4,12 +4,20 @@ Hudi-style write tokens, and a readable reason when a task fails.
 A job runs in the job group ``hoodied-<action>-<instant>`` so that it can be cancelled as a whole (a lost
 claim, a shutdown). Each task's write token is Spark's ``<partition id>-<stage id>-<task attempt id>``, as
 Hudi's: a retried or speculative attempt writes files of its own, which the driver deletes before it commits.
+
+When a task fails, Spark ends the job at once while the other tasks of the attempt may still be running (a
+killed Python worker dies up to ``spark.python.task.killTimeout`` later): rolling back then would race them,
+and a file they write after the rollback would be left behind. So a failed job's group is cancelled and
+:func:`wait_for_group` waits until none of its tasks runs any more, up to :data:`TASK_STOP_TIMEOUT` seconds;
+only then is the attempt rolled back. Tasks that do not stop in time leave the instant inflight (nothing is
+rolled back under their feet): its next runner rolls it back once they are gone.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -27,6 +35,9 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
+
+#: Seconds a failed job's other tasks get to stop before its rollback is given up.
+TASK_STOP_TIMEOUT = 120.0
 
 
 def job_group(action: str, instant_time: str) -> str:
@@ -74,16 +85,49 @@ def run_service_tasks(
     requested, and :class:`~hoodied.errors.JobFailed` says why. Only the claim holder cleans up: ``fence``
     re-checks the claim first."""
     T = instant.time
+    group = job_group(service, T)
     try:
-        return run_tasks(spark, job_group(service, T), f"{service} {T} of {storage.uri}", tasks, fn)
+        return run_tasks(spark, group, f"{service} {T} of {storage.uri}", tasks, fn)
     except Exception as e:  # Py4JJavaError carries the Python traceback of the failed task
         reason = task_error(e)
         logger.error("%s %s of %s failed in a task: %s", service, T, storage.uri, reason)
+        if not wait_for_group(spark, group, TASK_STOP_TIMEOUT):
+            raise JobFailed(
+                f"{service} {T} of {storage.uri} failed ({reason}); some of its tasks did not stop within "
+                f"{TASK_STOP_TIMEOUT:.0f} s, so it is left inflight for its next runner to roll back"
+            ) from e
         if fence is not None:
             fence()
         rollback_unfinished(storage, lock, instant, groups)
         error = CorruptData if is_corrupt_data(e) else JobFailed
         raise error(f"{service} {T} of {storage.uri} failed (rolled back to requested): {reason}") from e
+
+
+def wait_for_group(spark: SparkSession, group: str, timeout: float, poll: float = 0.1) -> bool:
+    """Cancel job group ``group`` and wait until none of its tasks runs (True), or ``timeout`` seconds
+    passed (False)."""
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+    jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
+    if any(j is not None and j.status == "RUNNING" for j in jobs):
+        sc.cancelJobGroup(group)
+    deadline = time.monotonic() + timeout
+    while True:
+        running = 0
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            if job is None:
+                continue
+            for stage_id in job.stageIds:
+                stage = tracker.getStageInfo(stage_id)
+                running += stage.numActiveTasks if stage is not None else 0
+            running += job.status == "RUNNING"
+        if not running:
+            return True
+        if time.monotonic() >= deadline:
+            logger.error("job group %s: tasks still running %.0f s after it was cancelled", group, timeout)
+            return False
+        time.sleep(poll)
 
 
 def is_corrupt_data(e: BaseException) -> bool:
@@ -121,4 +165,13 @@ def task_error(e: BaseException) -> str:
 _PYTHON_ERROR = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*: .*)$")
 
 
-__all__ = ["is_corrupt_data", "job_group", "run_service_tasks", "run_tasks", "task_error", "write_token"]
+__all__ = [
+    "TASK_STOP_TIMEOUT",
+    "is_corrupt_data",
+    "job_group",
+    "run_service_tasks",
+    "run_tasks",
+    "task_error",
+    "wait_for_group",
+    "write_token",
+]

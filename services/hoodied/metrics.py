@@ -66,6 +66,7 @@ METRIC_NAMES: Final = frozenset(
         "hoodied_corrupt_data_total",
         "hoodied_claims_held",
         "hoodied_lock_wait_seconds",
+        "hoodied_lock_hold_seconds",
         "hoodied_zookeeper_connected",
         "hoodied_zookeeper_state",
         "hoodied_spark_up",
@@ -81,6 +82,7 @@ _HISTOGRAMS = frozenset(
     {
         "hoodied_job_duration_seconds",
         "hoodied_lock_wait_seconds",
+        "hoodied_lock_hold_seconds",
         "hoodied_poll_duration_seconds",
         "hoodied_table_poll_seconds",
     }
@@ -180,6 +182,11 @@ class Metrics:
         self.claims_held = self._gauge("hoodied_claims_held", "Instant claims this daemon holds now.")
         self.lock_wait_seconds = self._histogram(
             "hoodied_lock_wait_seconds", "Time spent waiting to acquire a table lock.", LOCK_WAIT_BUCKETS
+        )
+        self.lock_hold_seconds = self._histogram(
+            "hoodied_lock_hold_seconds",
+            "Time a table lock was held (writers of the table wait that long).",
+            LOCK_WAIT_BUCKETS,
         )
         self.zookeeper_connected = self._gauge(
             "hoodied_zookeeper_connected",
@@ -300,6 +307,10 @@ class Metrics:
     def observe_lock_wait(self, seconds: float) -> None:
         """A table lock was acquired (or given up on) after waiting ``seconds``."""
         self.lock_wait_seconds.observe(seconds)
+
+    def observe_lock_hold(self, seconds: float) -> None:
+        """A table lock was released after being held ``seconds``."""
+        self.lock_hold_seconds.observe(seconds)
 
     def poll_finished(self, seconds: float, *, ok: bool, now: float) -> None:
         """A supervisor poll over every table ended at ``now`` (Unix time) after ``seconds``."""

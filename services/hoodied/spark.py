@@ -3,6 +3,12 @@
 Defaults: ``local[*]`` inside the process, the Spark UI off, the driver bound to 127.0.0.1 when the master is
 local, and Python workers running this interpreter (so they import the same ``hoodie``). Any ``spark.*``
 setting given by the user wins over these defaults.
+
+Spark's JVM logs through ``log4j2.properties`` of this package (unless the user's
+``spark.driver.extraJavaOptions`` names a log4j configuration of its own): warnings and errors, and not a
+failed task's Python traceback, which Spark's executor and scheduler loggers print in dozens of lines per
+task, twice; hoodied reports each failure itself, as the one line that says what went wrong
+(:func:`hoodied.jobs.task_error`), with the table, action and instant.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hoodied.errors import ServiceError
@@ -32,6 +39,10 @@ DEFAULTS: Mapping[str, str] = {
     "spark.task.maxFailures": "2",
 }
 
+#: hoodied's log4j 2 configuration of Spark's JVM (see the module doc).
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
 
 @dataclass(frozen=True)
 class SparkConfig:
@@ -47,6 +58,10 @@ class SparkConfig:
         if self.master.startswith("local"):
             out.update(LOCAL_DEFAULTS)
         out.update(self.conf)
+        options = out.get(DRIVER_JAVA_OPTIONS, "")
+        if "log4j2.configurationFile" not in options and "log4j.configurationFile" not in options:
+            ours = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
+            out[DRIVER_JAVA_OPTIONS] = f"{ours} {options}".strip()
         return out
 
 
@@ -62,6 +77,8 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
         raise ServiceError("Spark needs a Java runtime (17 or later): install openjdk-17-jre-headless")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if config.master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "hostname resolves to a loopback" warning
     try:
         from pyspark.sql import SparkSession
     except ImportError as e:  # pragma: no cover - pyspark is a dependency

@@ -125,6 +125,7 @@ class WatchedTable:
     failures: int = 0
     retry_at: float = 0.0
     last_error: str | None = None
+    schedule_error: str | None = None  # why the last scheduling of a service failed (the poll went on)
     unclaimed_since: dict[str, float] = field(default_factory=dict)
     last_results: dict[str, JobOutcome] = field(default_factory=dict)
 
@@ -273,6 +274,7 @@ class Supervisor:
                         errors += 1
                         self._table_failed(table, e)
                 self.metrics.table_poll_finished(table.name, self._clock() - t0, ok=ok)
+                self.heartbeats.last_table_polled = time.time()
                 items.extend(table.items)
             items.sort(key=WorkItem.sort_key)
             with self._cond:
@@ -308,6 +310,8 @@ class Supervisor:
             if self._schedule(table):
                 self._read_timeline(table)
             table.scheduled_listing = table.listing
+        # What is pending is reported and offered even when scheduling failed (a read-only table, a lock
+        # that timed out): it says so in its log lines and in hoodied status.
         self._collect(table)
 
     @staticmethod
@@ -340,68 +344,30 @@ class Supervisor:
         return {**table.config.props, **table.settings.hoodie}
 
     def _schedule(self, table: WatchedTable) -> bool:
-        """Schedule what is due on ``table``; true when something was scheduled."""
-        from hoodie.clean.plan import CleanConfig, FailedWritesPolicy, schedule_clean
-        from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
-        from hoodie.compaction.plan import schedule_compaction
-        from hoodie.compaction.strategy import CompactionConfig
-        from hoodie.compaction.trigger import TriggerConfig
-        from hoodie.write.failed_writes import HeartbeatConfig, rollback_failed_writes
-
+        """Schedule what is due on ``table``; true when something was scheduled. A service that cannot be
+        scheduled (a read-only table, a lock that timed out, a bad setting) is logged and recorded in
+        :attr:`WatchedTable.schedule_error`; the other services and the poll go on."""
         assert table.config is not None
-        storage, config = table.storage, table.config
+        storage = table.storage
         try:
             claim = self.coordination.claim(storage, table.key, SCHEDULE_CLAIM)
         except ClaimHeld:
             logger.debug("another replica is scheduling %s", table.name)
             return False
-        settings = self._table_settings(table)
+        except Exception as e:
+            self._schedule_failed(table, "any service", e)
+            return False
         scheduled = False
+        errors = False
         try:
             generator = InstantTimeGenerator()
             for service in table.settings.schedule:
-                lock = self.coordination.table_lock(storage, config, table.settings.hoodie)
-                if service == "compaction":
-                    if config.table_type is not TableType.MERGE_ON_READ:
-                        continue
-                    refuse_metadata_table(storage, config, "compaction")
-                    result = schedule_compaction(
-                        storage,
-                        lock,
-                        config=CompactionConfig.from_config(settings),
-                        trigger=TriggerConfig.from_config(settings),
-                        time_generator=generator,
-                    )
-                    instant, reason = result.instant, result.reason
-                elif service == "clustering":
-                    c = schedule_clustering(
-                        storage,
-                        lock,
-                        config=ClusteringConfig.from_config(settings),
-                        respect_trigger=True,
-                        time_generator=generator,
-                    )
-                    instant, reason = c.instant, c.reason
-                else:
-                    clean_config = CleanConfig.from_config(settings)
-                    refuse_metadata_table(storage, config, "clean")
-                    if clean_config.failed_writes is FailedWritesPolicy.LAZY:
-                        for done in rollback_failed_writes(
-                            storage, lock, HeartbeatConfig.from_config(settings)
-                        ):
-                            logger.info(
-                                "rolled back failed write %s of %s (heartbeat expired): %d file(s) deleted",
-                                done.rolled_back,
-                                table.name,
-                                len(done.deleted),
-                            )
-                            self.metrics.files_deleted.labels(table=table.name, action="rollback").inc(
-                                len(done.deleted)
-                            )
-                    cl = schedule_clean(
-                        storage, lock, config=clean_config, respect_trigger=True, time_generator=generator
-                    )
-                    instant, reason = cl.instant, cl.reason
+                try:
+                    instant, reason = self._schedule_service(table, service, generator)
+                except Exception as e:
+                    errors = True
+                    self._schedule_failed(table, service, e)
+                    continue
                 if instant is not None:
                     scheduled = True
                     self.metrics.instants_scheduled.labels(table=table.name, action=service).inc()
@@ -411,7 +377,67 @@ class Supervisor:
                     logger.debug("no %s scheduled on %s: %s", service, table.name, reason)
         finally:
             claim.release()
+        if not errors:
+            table.schedule_error = None
         return scheduled
+
+    def _schedule_failed(self, table: WatchedTable, service: str, e: BaseException) -> None:
+        message = f"cannot schedule {service}: {type(e).__name__}: {e}"
+        if message != table.schedule_error:
+            logger.error("table %s (%s): %s", table.name, table.uri, message)
+        table.schedule_error = message
+
+    def _schedule_service(
+        self, table: WatchedTable, service: str, generator: InstantTimeGenerator
+    ) -> tuple[Instant | None, str]:
+        """Schedule one service on ``table`` if its trigger fires and there is something to plan."""
+        from hoodie.clean.plan import CleanConfig, FailedWritesPolicy, schedule_clean
+        from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
+        from hoodie.compaction.plan import schedule_compaction
+        from hoodie.compaction.strategy import CompactionConfig
+        from hoodie.compaction.trigger import TriggerConfig
+        from hoodie.write.failed_writes import HeartbeatConfig, rollback_failed_writes
+
+        assert table.config is not None
+        storage, config = table.storage, table.config
+        settings = self._table_settings(table)
+        lock = self.coordination.table_lock(storage, config, table.settings.hoodie)
+        if service == "compaction":
+            if config.table_type is not TableType.MERGE_ON_READ:
+                return None, "only MERGE_ON_READ tables compact"
+            refuse_metadata_table(storage, config, "compaction")
+            result = schedule_compaction(
+                storage,
+                lock,
+                config=CompactionConfig.from_config(settings),
+                trigger=TriggerConfig.from_config(settings),
+                time_generator=generator,
+            )
+            return result.instant, result.reason
+        if service == "clustering":
+            c = schedule_clustering(
+                storage,
+                lock,
+                config=ClusteringConfig.from_config(settings),
+                respect_trigger=True,
+                time_generator=generator,
+            )
+            return c.instant, c.reason
+        clean_config = CleanConfig.from_config(settings)
+        refuse_metadata_table(storage, config, "clean")
+        if clean_config.failed_writes is FailedWritesPolicy.LAZY:
+            for done in rollback_failed_writes(storage, lock, HeartbeatConfig.from_config(settings)):
+                logger.info(
+                    "rolled back failed write %s of %s (heartbeat expired): %d file(s) deleted",
+                    done.rolled_back,
+                    table.name,
+                    len(done.deleted),
+                )
+                self.metrics.files_deleted.labels(table=table.name, action="rollback").inc(len(done.deleted))
+        cl = schedule_clean(
+            storage, lock, config=clean_config, respect_trigger=True, time_generator=generator
+        )
+        return cl.instant, cl.reason
 
     def _collect(self, table: WatchedTable) -> None:
         """Record the table's pending instants (gauges) and the runnable ones (work items)."""

@@ -125,6 +125,7 @@ def exported_labels() -> dict[str, frozenset[str]]:
     m.instants_given_up.labels("t", "compaction").inc()
     m.corrupt_data.labels("t", "compaction").inc()
     m.observe_lock_wait(0.1)
+    m.observe_lock_hold(0.1)
     m.set_zookeeper_state(None)
     m.spark_up.set(1)
     m.poll_finished(1.0, ok=True, now=1.0)

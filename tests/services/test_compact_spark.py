@@ -247,3 +247,22 @@ def test_cli_schedule_then_execute_and_nothing_left(
     assert main(["compact", str(root), "--mode", "execute", "--conf", "other.key=1"]) == 1
     assert main(["compact", str(root), "--mode", "schedule", "--strategy", "Nope"]) == 2
     assert "hoodie.compaction.strategy" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_task_failure_prints_one_clear_line_and_no_traceback(tmp_path: Path) -> None:
+    """Damaged committed data stops the CLI's compaction with one ``hoodied: error:`` line naming the file;
+    Spark's per-task Python tracebacks are not printed (hoodied reports the failure itself)."""
+    root = tmp_path / "t"
+    generate_table(str(root), GenerateSpec(table_version=8, rows=200, commits=3, partitions=1, seed=2))
+    log = next(p for p in sorted(root.rglob(".*.log.*")) if ".hoodie" not in p.relative_to(root).parts)
+    data = bytearray(log.read_bytes())
+    data[12] ^= 0x01
+    log.write_bytes(bytes(data))
+    done = _cli(root, "--mode", "schedule-and-execute")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("hoodied: error:")]
+    assert len(errors) == 1, done.stderr
+    assert "CorruptLogBlock" in errors[0]
+    assert str(log.relative_to(root)) in errors[0]

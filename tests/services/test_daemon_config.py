@@ -16,6 +16,7 @@ from hoodied.config import (
     parse_duration,
 )
 from hoodied.coordination import ZooKeeperCoordination, table_key
+from hoodied.metrics import Metrics
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 
@@ -168,7 +169,7 @@ def test_table_keys_and_the_hudi_lock_path() -> None:
     config = TableConfig(props)
     settings = _parse("zookeeper: {connect: 'h:1', lock_base_path: /hudi/locks}\ntables: [/x]").zookeeper
     assert settings is not None
-    coordination = ZooKeeperCoordination(None, settings, lambda s: None)  # type: ignore[arg-type]
+    coordination = ZooKeeperCoordination(None, settings, Metrics())  # type: ignore[arg-type]
     assert coordination.lock_path(config, {}) == "/hudi/locks/trips"
     assert coordination.lock_path(config, {"hoodie.write.lock.zookeeper.lock_key": "k"}) == "/hudi/locks/k"
     assert coordination.lock_path(config, {"hoodie.write.lock.zookeeper.base_path": "/w/"}) == "/w/trips"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -14,7 +15,15 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
-from hoodied.health import HealthReport, HealthServer, Heartbeats, liveness, liveness_window, readiness
+from hoodied.health import (
+    MAX_REQUEST_BYTES,
+    HealthReport,
+    HealthServer,
+    Heartbeats,
+    liveness,
+    liveness_window,
+    readiness,
+)
 from hoodied.metrics import Metrics
 
 T0 = 1_800_000_000.0  # the daemon started here
@@ -62,7 +71,16 @@ def test_alive_while_polls_start() -> None:
 def test_dead_when_the_loop_stops_beating() -> None:
     beats = Heartbeats(started_at=T0, last_poll_started=T0 + 1000, last_poll_succeeded=T0 + 1001)
     report = liveness(beats, T0 + 1000 + 91, POLL)
-    assert report == HealthReport(False, ("no poll started for 91 s (limit 90 s)",))
+    assert report == HealthReport(False, ("no poll started nor table polled for 91 s (limit 90 s)",))
+
+
+def test_a_long_first_poll_beats_with_every_table() -> None:
+    """A first poll over thousands of tables outlasts the window; each table polled keeps the daemon alive."""
+    beats = Heartbeats(started_at=T0, last_poll_started=T0)
+    assert not liveness(beats, T0 + 91, POLL).ok
+    beats.last_table_polled = T0 + 80
+    assert liveness(beats, T0 + 91, POLL).ok
+    assert not liveness(beats, T0 + 80 + 91, POLL).ok
 
 
 def test_short_poll_intervals_get_a_minute() -> None:
@@ -111,7 +129,8 @@ def test_not_ready_because(change: dict[str, object], reason: str) -> None:
 
 def test_not_ready_when_not_alive() -> None:
     report = readiness(ready_beats(), T0 + 100 + 91, POLL)
-    assert report == HealthReport(False, ("not alive: no poll started for 91 s (limit 90 s)",))
+    reason = "not alive: no poll started nor table polled for 91 s (limit 90 s)"
+    assert report == HealthReport(False, (reason,))
 
 
 def test_a_later_error_does_not_unready_a_daemon_that_polled() -> None:
@@ -199,7 +218,7 @@ def test_healthz_uses_the_time_of_the_request(server: HealthServer, beats: Heart
     status, _, body = fetch(f"{server.url}/healthz")
     assert status == 503
     (reason,) = json.loads(body)["reasons"]
-    assert reason.startswith("no poll started for 360")
+    assert reason.startswith("no poll started nor table polled for 360")
 
 
 def test_status_and_not_found(server: HealthServer) -> None:
@@ -261,3 +280,50 @@ def test_two_servers_side_by_side(beats: Heartbeats) -> None:
     with HealthServer(Metrics(), beats, POLL) as a, HealthServer(Metrics(), beats, POLL) as b:
         assert a.port != b.port
         assert fetch(f"{a.url}/healthz")[0] == fetch(f"{b.url}/healthz")[0] == 200
+
+
+def _connect(server: HealthServer) -> socket.socket:
+    return socket.create_connection((server.host, server.port), timeout=10)
+
+
+def test_a_silent_or_trickling_client_is_cut_off(beats: Heartbeats) -> None:
+    """A client that connects and sends nothing, or trickles a byte at a time, is disconnected after the read
+    timeout, and the server keeps answering others meanwhile."""
+    with HealthServer(Metrics(), beats, POLL, read_timeout=0.5) as server:
+        silent = _connect(server)
+        trickle = _connect(server)
+        started = time.monotonic()
+        for byte in b"GET /hea":
+            trickle.sendall(bytes([byte]))
+            time.sleep(0.1)
+        assert fetch(f"{server.url}/healthz")[0] == 200
+        assert silent.recv(1024) == b""  # closed by the server
+        assert trickle.recv(1024) == b""
+        assert time.monotonic() - started < 5
+        silent.close()
+        trickle.close()
+
+
+def test_connections_beyond_the_limit_are_refused_at_once(beats: Heartbeats) -> None:
+    with HealthServer(Metrics(), beats, POLL, read_timeout=5.0, max_connections=3) as server:
+        held = [_connect(server) for _ in range(3)]
+        time.sleep(0.2)  # the three are being served (each waits for its request)
+        extra = _connect(server)
+        reply = extra.recv(1024)
+        assert reply.startswith(b"HTTP/1.0 503"), reply
+        extra.close()
+        for s in held:
+            s.close()
+        deadline = time.monotonic() + 5
+        while fetch(f"{server.url}/healthz")[0] != 200:  # slots come back as the held ones end
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+
+def test_an_oversized_request_is_refused(server: HealthServer) -> None:
+    s = _connect(server)
+    s.sendall(b"GET /healthz HTTP/1.0\r\n" + b"X-Padding: " + b"a" * (MAX_REQUEST_BYTES + 10) + b"\r\n\r\n")
+    reply = s.recv(1024)
+    assert reply.startswith(b"HTTP/1.0 431"), reply
+    s.close()
+    assert fetch(f"{server.url}/healthz")[0] == 200

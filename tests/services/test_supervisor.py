@@ -42,7 +42,7 @@ def _supervisor(config: DaemonConfig, spark: Any, clock: Clock) -> Supervisor:
     metrics = Metrics(replica="t")
     return Supervisor(
         config,
-        EmbeddedCoordination(metrics.observe_lock_wait),
+        EmbeddedCoordination(metrics),
         metrics,
         Heartbeats(started_at=time.time()),
         lambda: spark,

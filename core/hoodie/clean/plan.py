@@ -379,15 +379,17 @@ def schedule_clean(
     now: dt.datetime | None = None,
     time_generator: InstantTimeGenerator | None = None,
 ) -> CleanScheduleResult:
-    """Plan and request a clean now, under the table lock (not while another clean is pending).
+    """Plan and request a clean now (not while another clean is pending).
 
     With ``respect_trigger`` the trigger must fire first (hoodied's own scheduling); without, a plan is made
-    whenever there is something to clean (``hoodied clean --mode schedule``).
+    whenever there is something to clean (``hoodied clean --mode schedule``). Trigger and plan are first
+    decided on a view read without the lock: when there is nothing to clean, no instant time is taken and
+    the lock is never held; otherwise the plan is made again under the lock at the instant time.
     """
     config = config or CleanConfig()
     generator = time_generator or InstantTimeGenerator()
-    with held(lock):
-        table = Table.load(storage)
+
+    def decide(table: Table) -> CleanScheduleResult | CleanPlanResult:
         refuse_metadata_table(storage, table.config, "clean")
         pending = pending_cleans(table)
         if pending:
@@ -396,13 +398,22 @@ def schedule_clean(
             due, why = clean_due(table, config)
             if not due:
                 return CleanScheduleResult(None, None, why)
-        clock = now or generator.now_in_zone(table.config)
+        result = plan_clean(table, config, now or generator.now_in_zone(table.config))
+        return result if result.plan is not None else CleanScheduleResult(None, None, result.reason)
+
+    table = Table.load(storage)
+    ahead = decide(table)
+    if isinstance(ahead, CleanScheduleResult):
+        logger.debug("clean of %s not scheduled: %s", storage.uri, ahead.reason)
+        return ahead
+    with held(lock):
         instant_time = generator.next(storage, table.config)
-        table = Table.load(storage)
-        result = plan_clean(table, config, clock)
-        if result.plan is None:
+        table = Table.load(storage)  # the view at the instant time, under the lock
+        result = decide(table)
+        if isinstance(result, CleanScheduleResult):
             logger.info("clean of %s not scheduled: %s", storage.uri, result.reason)
-            return CleanScheduleResult(None, None, result.reason)
+            return result
+        assert result.plan is not None
         content = encode_cleaner_plan(result.plan, table_version=table.config.table_version)
         instant = TimelineWriter(storage, table.config, lock).request(CLEAN, instant_time, content)
     logger.info("scheduled clean %s on %s: %s", instant_time, storage.uri, result.reason)

@@ -59,6 +59,7 @@ from hoodie.clustering.plan import (
     check_clusterable,
     clustering_plan_of,
     is_clustering,
+    requested_action,
 )
 from hoodie.errors import CommitConflict, CorruptBaseFile, CorruptTimelineFile, HoodieError, UnsupportedTable
 from hoodie.failpoints import failpoint
@@ -402,6 +403,8 @@ def run_clustering_task(task: ClusteringTask, write_token: str) -> TaskResult:
     table = Table.load(storage)
     cfg = table.config
     T = task.instant_time
+    # A task attempt that outlived its job (rolled back meanwhile) must write nothing.
+    check_still_inflight(storage, table, "clustering", T, requested_action(cfg.table_version), ())
     partition = task.partition_path
     schema = table.read_schema()
     parts: list[pa.Table] = []

@@ -489,23 +489,29 @@ def schedule_clustering(
     respect_trigger: bool = True,
     time_generator: InstantTimeGenerator | None = None,
 ) -> ScheduleResult:
-    """Plan and request a clustering now, under the table lock.
+    """Plan and request a clustering now.
 
     With ``respect_trigger`` the trigger must fire first (hoodied's own scheduling); without, the plan is
     made whenever there is something to cluster (``hoodied cluster --mode schedule``, as Hudi's
-    ``HoodieClusteringJob``).
+    ``HoodieClusteringJob``). Trigger and plan are first decided on a view read without the lock, at a
+    provisional time: when nothing is due, no instant time is taken and the lock is never held; otherwise
+    the plan is made again under the lock at the instant time.
     """
     config = config or ClusteringConfig()
     generator = time_generator or InstantTimeGenerator()
+    table = Table.load(storage)
+    check_clusterable(table)
+    check_sort_columns(table, config.sort_columns)
+    decision = None
+    if respect_trigger:
+        decision = evaluate_clustering_trigger(table, config)
+        if not decision.fire:
+            return ScheduleResult(None, None, decision.reason, decision)
+    ahead = plan_clustering(table, generator.provisional(table.config, table.timeline), config)
+    if ahead.plan is None:
+        logger.debug("clustering of %s not scheduled: %s", storage.uri, ahead.reason)
+        return ScheduleResult(None, None, ahead.reason, decision)
     with held(lock):
-        table = Table.load(storage)
-        check_clusterable(table)
-        check_sort_columns(table, config.sort_columns)
-        decision = None
-        if respect_trigger:
-            decision = evaluate_clustering_trigger(table, config)
-            if not decision.fire:
-                return ScheduleResult(None, None, decision.reason, decision)
         instant_time = generator.next(storage, table.config)
         table = Table.load(storage)  # the view at the instant time, under the lock
         result = plan_clustering(table, instant_time, config)

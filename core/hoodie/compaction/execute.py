@@ -209,6 +209,8 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
     cfg = table.config
     op = task.operation
     T = task.instant_time
+    # A task attempt that outlived its job (rolled back meanwhile) must write nothing.
+    check_still_inflight(storage, table, "compaction", T, COMPACTION, ())
     file_slice = _slice_of(storage, op)
     # One base-file row group at a time: it is read and merged on a thread while the previous one is encoded.
     merge = table.stream_file_slice(file_slice, as_of=T, strict=True)

@@ -2,9 +2,10 @@
 
 :func:`plan_compaction` is a function of a table view and a compaction instant time: it applies Hudi's
 scheduling rules and the strategy and returns a :class:`~hoodie.timeline.metadata.CompactionPlan`, or no plan
-and the reason. :func:`schedule_compaction` takes the table lock, takes a fresh instant time, re-reads the
-timeline, evaluates the trigger, plans, and writes the plan; the lock is held from the instant time to the
-requested file, so no write can complete in between unseen.
+and the reason. :func:`schedule_compaction` evaluates the trigger and plans on a view read without the lock;
+only when there is something to plan does it take the table lock and a fresh instant time, re-read the
+timeline, plan again and write the plan; the lock is held from the instant time to the requested file, so no
+write can complete in between unseen.
 
 Rules (as Hudi's ``ScheduleCompactionActionExecutor`` and ``BaseHoodieCompactionPlanGenerator``):
 
@@ -157,22 +158,29 @@ def schedule_compaction(
     trigger: TriggerConfig | None = None,
     time_generator: InstantTimeGenerator | None = None,
 ) -> ScheduleResult:
-    """Plan and request a compaction now, under the table lock.
+    """Plan and request a compaction now.
 
     With ``trigger`` the trigger must fire first (hoodied's own scheduling); without, the plan is made
-    whenever there is something to compact (``hoodied compact --mode schedule``).
+    whenever there is something to compact (``hoodied compact --mode schedule``). Trigger and plan are
+    first decided on a view read without the lock, at a provisional time: when nothing is due, no instant
+    time is taken and the lock is never held. Otherwise the lock is taken, the instant time generated (with
+    the clock-skew wait), and the plan made again on the view read under the lock, which the lock holds from
+    the instant time to the requested file, so no write can complete in between unseen.
     """
     config = config or CompactionConfig()
     generator = time_generator or InstantTimeGenerator()
+    table = Table.load(storage)
+    check_compactable(table)
+    decision = None
+    if trigger is not None:
+        decision = evaluate_trigger(table.timeline, trigger, generator.now_in_zone(table.config))
+        if not decision.fire:
+            return ScheduleResult(None, None, decision.reason, decision)
+    ahead = plan_compaction(table, generator.provisional(table.config, table.timeline), config)
+    if ahead.plan is None:
+        logger.debug("compaction of %s not scheduled: %s", storage.uri, ahead.reason)
+        return ScheduleResult(None, None, ahead.reason, decision)
     with held(lock):
-        table = Table.load(storage)
-        check_compactable(table)
-        decision = None
-        if trigger is not None:
-            now = generator.now_in_zone(table.config)
-            decision = evaluate_trigger(table.timeline, trigger, now)
-            if not decision.fire:
-                return ScheduleResult(None, None, decision.reason, decision)
         instant_time = generator.next(storage, table.config)
         table = Table.load(storage)  # the view at the instant time, under the lock
         result = plan_compaction(table, instant_time, config)

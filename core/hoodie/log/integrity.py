@@ -24,7 +24,9 @@ log later, and the skipped records are gone for good. So, when the scan feeds a 
   instant as ``_hoodie_commit_time`` (blocks of a log compaction keep their records' own), the file's
   partition as ``_hoodie_partition_path``, and a ``_hoodie_record_key`` its key fields print to (simple,
   complex and non-partitioned key generators over string and integer key fields); a delete names the file's
-  partition. A value that disagrees is damage inside a record (Avro content carries no checksum).
+  partition; a Parquet block's content has exactly the columns its schema header declares (checked on every
+  fixture's Parquet blocks), and no null where the header declares a column non-null (a damaged definition
+  level reads as one). A value that disagrees is damage inside a record (Avro content carries no checksum).
 
 Damage confined to the bytes of an ordinary column's value still decodes and cannot be noticed: the format
 holds no redundancy for it (Hudi's own readers return the same values). Readers (:meth:`Table.read`) keep
@@ -233,6 +235,7 @@ class LogIntegrity:
         if block.block_type is BlockType.DELETE:
             _expect_all(table, DELETE_PARTITION_PATH, partition, what, "the file's partition")
             return
+        _expect_declared(table, block, what)
         if block.instant_time is not None and not block.compacted_block_times:
             _expect_all(table, COMMIT_TIME, block.instant_time, what, "the block's instant")
         _expect_all(table, PARTITION_PATH, partition, what, "the file's partition")
@@ -282,6 +285,30 @@ def _data_fields(avro_schema: str) -> dict[str, pa.DataType]:
     """The columns of a writer schema other than the meta fields, with their Arrow types (a damaged meta field
     name is no meta field: it shows up here)."""
     return {f.name: f.type for f in avro_to_arrow_schema(avro_schema) if f.name not in META_FIELDS}
+
+
+def _expect_declared(table: pa.Table, block: LogBlock, what: str) -> None:
+    """The decoded columns are those the block's schema declares (a Parquet block's footer names its own:
+    a damaged name would read as a missing column), and the non-null ones hold no null."""
+    if block.schema is None:
+        return
+    try:
+        declared = avro_to_arrow_schema(block.schema)
+    except HoodieError:
+        return  # an unusable schema header is refused where the block is decoded
+    if table.column_names != declared.names:
+        differ = sorted(set(table.column_names) ^ set(declared.names))
+        raise CorruptLogBlock(
+            f"{what}: its content has columns {differ[:5]} its schema header does not (or lacks some it "
+            "declares): the block is damaged"
+        )
+    for f in declared:
+        nulls = table.column(f.name).null_count
+        if not f.nullable and nulls:
+            raise CorruptLogBlock(
+                f"{what}: column {f.name} holds {nulls} null(s) although the block's schema declares it "
+                "non-null: the block is damaged"
+            )
 
 
 def _expect_all(table: pa.Table, column: str, expected: str, what: str, meaning: str) -> None:

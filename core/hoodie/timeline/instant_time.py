@@ -106,6 +106,16 @@ class InstantTimeGenerator:
         finally:
             lock.release()
 
+    def provisional(self, config: TableConfig, timeline: Timeline) -> str:
+        """The time :meth:`next` would hand out now, read without the lock and without the skew wait, and
+        not handed out: for planning ahead of the lock. A plan found empty at this time needs no instant at
+        all; a plan that is not empty is made again under the lock at the time :meth:`next` gives."""
+        candidate = format_instant_time(self._now(self.zone_of(config)))
+        floor = latest_time_on_timeline(timeline)
+        if floor is not None and candidate <= floor:
+            candidate = format_instant_time(parse_instant_time(floor) + dt.timedelta(milliseconds=1))
+        return candidate
+
     def completion_time(self, storage: Storage, config: TableConfig, lock: LockProvider | None = None) -> str:
         """A completion time for a v8+ instant completing now: same rules as :meth:`next` (Hudi takes both
         from one generator), so it is greater than every requested and completion time on the timeline."""

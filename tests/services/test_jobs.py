@@ -1,0 +1,65 @@
+"""The Spark side of every job (:mod:`hoodied.jobs`): a failed job is rolled back only once its other tasks
+stopped, so a slow task cannot leave a file behind the rollback."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import straggler_tasks
+from pyspark import cloudpickle
+
+from hoodie.compaction.execute import prepare_compaction
+from hoodie.compaction.plan import schedule_compaction
+from hoodie.lock import FileSystemLock
+from hoodie.storage import Storage
+from hoodie.table import Table
+from hoodie.timeline.instant import ROLLBACK, State
+from hoodie.write.generate import GenerateSpec, generate_table
+from hoodied.errors import JobFailed
+from hoodied.jobs import run_service_tasks, task_error
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+cloudpickle.register_pickle_by_value(straggler_tasks)
+
+
+def test_the_rollback_of_a_failed_job_waits_for_its_other_tasks(tmp_path: Path, spark: Any) -> None:
+    root = tmp_path / "t"
+    generate_table(str(root), GenerateSpec(table_version=8, rows=200, commits=2, partitions=1, seed=9))
+    storage = Storage.for_uri(str(root))
+    lock = FileSystemLock(storage)
+    assert schedule_compaction(storage, lock).instant is not None
+    prepared = prepare_compaction(storage, lock)
+    T = prepared.instant.time
+    op = prepared.plan.operations[0]
+    tasks = [
+        straggler_tasks.StragglerTask(str(root), T, op.partition_path, op.file_id, role)
+        for role in ("slow", "fail")
+    ]
+    groups: list[tuple[str, str | None]] = [(op.partition_path, op.file_id)]
+    with pytest.raises(JobFailed, match="rolled back to requested"):
+        run_service_tasks(
+            spark, storage, lock, "compaction", prepared.instant, tasks, straggler_tasks.run, groups
+        )
+    # The straggler wrote its file 1 s in, after the job had failed; the rollback waited for it to stop (Spark
+    # kills its worker) and deleted the file. Nothing may appear afterwards.
+    time.sleep(3)
+    late = [p for p in root.rglob(f"*_{T}.parquet")]
+    assert late == [], late
+    assert not (root / ".hoodie" / ".temp" / T).exists()
+    table = Table.open(str(root))
+    assert table.timeline.get(T).state is State.REQUESTED  # type: ignore[union-attr]
+    rollbacks = [i for i in table.timeline.completed() if i.action == ROLLBACK]
+    assert len(rollbacks) == 1
+
+
+def test_task_error_is_the_exception_line_of_the_last_traceback() -> None:
+    text = (
+        "An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
+        '  File "x.py", line 1, in f\n    g()\nhoodie.errors.CorruptLogBlock: p/.f_1.log.1_0-1-1: bad\n'
+        " SQLSTATE: 38000)"
+    )
+    assert task_error(RuntimeError(text)) == "CorruptLogBlock: p/.f_1.log.1_0-1-1: bad"
