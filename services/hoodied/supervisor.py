@@ -564,6 +564,13 @@ class Supervisor:
             except ClaimHeld as e:
                 logger.debug("skipping: %s", e)
                 return None
+            except Exception as e:  # a read-only table, a storage or ZooKeeper error: a failed attempt
+                self.metrics.job_started(table.name, item.service)
+                outcome = self._outcome(
+                    item, False, "failed", f"cannot claim: {type(e).__name__}: {e}", self._clock()
+                )
+                self._record(item, outcome)
+                return outcome
             self.metrics.claims_held.inc()
             try:
                 return self._run_claimed(item, claim)

@@ -18,6 +18,7 @@ import pytest
 from daemon_tables import assert_same_snapshot, mor_table, snapshot
 from hoodie import Table
 from hoodie.compaction.execute import prepare_compaction
+from hoodie.errors import StorageError
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.timeline.instant import State
@@ -183,3 +184,50 @@ def test_sigterm_drains_then_cancels_a_running_job_and_exits_0(tmp_path: Path) -
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert not Table.open(str(t.root)).timeline.pending()
     assert_same_snapshot(before, snapshot(t.root), "after drain and re-run")
+
+
+class ReadOnlyStorage(Storage):
+    """A table on storage that refuses every write (a read-only mount or bucket policy)."""
+
+    def create_stream(self, path: str, *, overwrite: bool = False) -> Any:
+        raise StorageError(f"read-only: cannot write {path}")
+
+    def delete(self, path: str, *, missing_ok: bool = True) -> bool:
+        raise StorageError(f"read-only: cannot delete {path}")
+
+    def delete_dir(self, path: str) -> None:
+        raise StorageError(f"read-only: cannot delete {path}")
+
+
+def test_a_read_only_table_keeps_its_pending_work_in_view(tmp_path: Path, spark: Any) -> None:
+    """Scheduling and claiming need writes; a table that refuses them is polled all the same: its pending
+    instants stay in the metrics and in status, scheduling says why it failed, and a job attempt is a
+    failed attempt (backed off), not a crash of the worker."""
+    t = mor_table(tmp_path / "orders", 8, seed=31)
+    config = DaemonConfig.parse(
+        textwrap.dedent(
+            f"""
+            metrics: {{port: null}}
+            jobs: {{max_attempts: 3, backoff: 30s}}
+            tables:
+              - {{path: {t.root}, name: orders, schedule: [compaction, clean]}}
+            """
+        )
+    )
+    s = _supervisor(config, spark, Clock())
+    s.refresh_tables()
+    (watched,) = s.tables()
+    plain = watched.storage
+    watched.storage = ReadOnlyStorage(plain.filesystem, plain.full_path(""), plain.uri)
+    items = s.poll()
+    assert watched.last_error is None
+    assert watched.schedule_error is not None
+    assert "read-only" in watched.schedule_error
+    pending = len([i for i in t.pending if i.action == "compaction"])
+    assert _value(s, "hoodied_pending_instants", table="orders", action="compaction") == pending
+    assert len(items) == len(t.pending)
+    outcome = s.run_item(items[0])
+    assert outcome is not None
+    assert outcome.kind == "failed"
+    assert "cannot claim" in outcome.message
+    assert _value(s, "hoodied_jobs_failed_total", table="orders", action=items[0].service, kind="failed") == 1

@@ -6,9 +6,15 @@
    returns the deletes in batches. An inflight clean is simply run again: deleting is idempotent.
 2. :func:`delete_files` (executor, or a thread): deletes one batch and reports each file as deleted,
    already gone, or failed with the reason.
-3. :func:`commit_clean` (driver): under the table lock, re-checks the claim (``fence``) and that the clean is
-   still pending, and completes it with ``HoodieCleanMetadata`` (per partition: the plan's file names, those
-   deleted, those that failed).
+3. :func:`commit_clean` (driver): deletes the folders of the plan's ``partitionsToBeDeleted`` (partitions a
+   ``DELETE_PARTITION`` emptied; only on partitioned tables, as Hudi; a folder that still holds a data file is
+   kept and logged: a writer put data there since the plan), then under the table lock re-checks the claim
+   (``fence``) and that the clean is still pending, and completes it with ``HoodieCleanMetadata`` (per
+   partition: the plan's file names, those deleted, those that failed, whether the partition was deleted);
+   the metadata table drops the deleted partitions from its partition list.
+
+A plan naming a partition outside the table (``..``, an absolute path, a hidden folder such as ``.hoodie``) is
+refused before anything is deleted, as is one naming a file that is not a Hudi data file of its partition.
 
 A file already gone when the clean runs (deleted by an earlier attempt of the same clean) is reported as
 deleted: Hudi reports it as failed, which would make a retried clean look broken and, for metadata-table
@@ -34,7 +40,7 @@ from hoodie.log.log_file import LogFile
 from hoodie.metadata.updates import update_for_clean
 from hoodie.metadata.writer import maintain_metadata_table, write_metadata_update
 from hoodie.metadata_table import refuse_metadata_table
-from hoodie.storage import Storage
+from hoodie.storage import Storage, check_relative
 from hoodie.table import Table
 from hoodie.timeline.instant import CLEAN, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
@@ -85,6 +91,7 @@ class PreparedClean:
     instant: Instant
     plan: CleanerPlan
     files: dict[str, tuple[str, ...]]
+    partitions: tuple[str, ...] = ()  # partition folders to delete once emptied
 
     @property
     def paths(self) -> list[str]:
@@ -126,7 +133,7 @@ def plan_files(plan: CleanerPlan) -> dict[str, tuple[str, ...]]:
         rel = []
         for path in paths:
             name = file_name_in_partition(path, partition)
-            if BaseFile.try_parse(name) is None and LogFile.try_parse(name) is None:
+            if not _is_data_file(name):
                 raise PathOutsideTable(
                     f"clean plan names {path!r} in partition {partition!r}, which is not a Hudi data file; "
                     "refusing to run the plan"
@@ -134,6 +141,50 @@ def plan_files(plan: CleanerPlan) -> dict[str, tuple[str, ...]]:
             rel.append(f"{partition}/{name}" if partition else name)
         out[partition] = tuple(dict.fromkeys(rel))
     return out
+
+
+def plan_partitions(plan: CleanerPlan, partitioned: bool) -> tuple[str, ...]:
+    """The partitions the plan deletes (``partitionsToBeDeleted``; none on a non-partitioned table, as Hudi),
+    each checked to be a partition folder of the table (:class:`~hoodie.errors.PathOutsideTable` else)."""
+    if not partitioned:
+        return ()
+    out = []
+    for partition in plan.partitions_to_be_deleted:
+        if not partition:
+            continue  # Hudi skips empty entries
+        rel = check_relative(partition)
+        if not rel or any(part.startswith(".") for part in rel.split("/")):
+            raise PathOutsideTable(
+                f"clean plan deletes partition {partition!r}, which is not a partition folder of the table; "
+                "refusing to run the plan"
+            )
+        out.append(rel)
+    return tuple(dict.fromkeys(out))
+
+
+def delete_partitions(storage: Storage, partitions: Sequence[str]) -> tuple[str, ...]:
+    """Delete the folders of ``partitions`` that hold no Hudi data file any more; returns those deleted (or
+    already gone). A folder still holding data (written after the plan) is kept, and logged."""
+    deleted = []
+    for partition in partitions:
+        left = [
+            f.path for f in storage.list(partition, recursive=True) if not f.is_dir and _is_data_file(f.name)
+        ]
+        if left:
+            logger.warning(
+                "clean: partition %s still holds %d data file(s) (e.g. %s), written after the plan: kept",
+                partition,
+                len(left),
+                left[0],
+            )
+            continue
+        storage.delete_dir(partition)
+        deleted.append(partition)
+    return tuple(deleted)
+
+
+def _is_data_file(name: str) -> bool:
+    return BaseFile.try_parse(name) is not None or LogFile.try_parse(name) is not None
 
 
 def prepare_clean(
@@ -167,11 +218,12 @@ def prepare_clean(
     except HoodieError as e:
         raise CorruptTimelineFile(f"{path}: cannot read the clean plan: {e}") from e
     files = plan_files(plan)
+    partitions = plan_partitions(plan, bool(table.config.partition_fields))
     if instant.state is State.REQUESTED:
         writer = TimelineWriter(storage, table.config, lock, time_generator=time_generator)
         instant = writer.start(instant, data)
     failpoint("clean.after_inflight")
-    return PreparedClean(instant, plan, files)
+    return PreparedClean(instant, plan, files, partitions)
 
 
 def delete_files(batch: DeleteBatch) -> list[DeleteResult]:
@@ -211,6 +263,7 @@ def commit_clean(
         raise HoodieError(
             f"clean {instant.time}: no delete result for {len(missing)} file(s), e.g. {missing[0]}"
         )
+    dropped = delete_partitions(storage, prepared.partitions)
     policy = prepared.plan.policy
     partitions: dict[str, CleanPartitionMetadata] = {}
     failed: list[DeleteResult] = []
@@ -227,7 +280,7 @@ def commit_clean(
             delete_path_patterns=tuple(names),
             success_delete_files=tuple(ok),
             failed_delete_files=tuple(bad),
-            is_partition_deleted=False,
+            is_partition_deleted=partition in dropped,
         )
     for r in failed:
         logger.warning("clean %s of %s: could not delete %s: %s", instant.time, storage.uri, r.path, r.error)
@@ -244,6 +297,8 @@ def commit_clean(
     table = Table.load(storage)
     content = encode_clean_metadata(metadata, table_version=table.config.table_version)
     deleted = {p: m.delete_path_patterns for p, m in partitions.items() if m.delete_path_patterns}
+    # As Hudi's: the metadata table drops a partition only where the clean's metadata says it was deleted.
+    gone = tuple(p for p, m in partitions.items() if m.is_partition_deleted)
     writer = TimelineWriter(storage, table.config, lock, time_generator=time_generator)
     with held(lock):
         if fence is not None:
@@ -259,7 +314,7 @@ def commit_clean(
             storage,
             latest.config,
             lock,
-            lambda cfg: update_for_clean(storage, cfg, instant.time, deleted),
+            lambda cfg: update_for_clean(storage, cfg, instant.time, deleted, partitions_deleted=gone),
             service="clean",
             time_generator=time_generator,
         )
@@ -312,6 +367,8 @@ __all__ = [
     "clean_in_process",
     "commit_clean",
     "delete_files",
+    "delete_partitions",
     "plan_files",
+    "plan_partitions",
     "prepare_clean",
 ]

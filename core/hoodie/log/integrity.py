@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -49,8 +50,10 @@ from hoodie.log.block import DELETE_PARTITION_PATH, BlockType, LogBlock
 from hoodie.log.log_file import LogFile
 from hoodie.schema import avro_to_arrow_schema
 from hoodie.timeline.instant import DELTA_COMMIT
-from hoodie.timeline.metadata import CommitMetadata
 from hoodie.timeline.timeline import Timeline
+
+if TYPE_CHECKING:  # only a type here: the timeline's codecs name log files, so they import this package
+    from hoodie.timeline.metadata import CommitMetadata
 
 __all__ = ["LogIntegrity", "WrittenRange"]
 

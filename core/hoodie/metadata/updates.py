@@ -191,8 +191,11 @@ def update_for_clean(
     instant_time: str,
     deleted: Mapping[str, Sequence[str]],
     indexed: Sequence[str] | None = None,
+    *,
+    partitions_deleted: Sequence[str] = (),
 ) -> MetadataUpdate:
-    """The metadata update of a clean that deleted ``deleted`` (partition path -> file names)."""
+    """The metadata update of a clean that deleted ``deleted`` (partition path -> file names) and the folders
+    of ``partitions_deleted``."""
     partitions = set(MetadataWriter.partitions_of(config))
     records: dict[str, list[MetadataRecord]] = {}
     if MetadataPartition.COLUMN_STATS in partitions:
@@ -212,7 +215,9 @@ def update_for_clean(
                     records.setdefault(MetadataPartition.BLOOM_FILTERS, []).append(
                         bloom_record(partition, name, instant_time, "", b"", is_deleted=True)
                     )
-    return MetadataUpdate(instant_time, files_deleted=deleted, records=records)
+    return MetadataUpdate(
+        instant_time, files_deleted=deleted, records=records, partitions_deleted=tuple(partitions_deleted)
+    )
 
 
 _NO_STATS = ColumnStats("", pa.null(), None, None, None, 0, 0, 0, 0)

@@ -109,7 +109,8 @@ class MetadataUpdate:
     """What one data-table instant changes in the metadata table.
 
     ``files_added``: partition path -> {file name: size} of files the instant wrote; ``files_deleted``:
-    partition path -> names it deleted (a clean); ``records``: records of the other metadata-table partitions
+    partition path -> names it deleted (a clean); ``partitions_deleted``: partitions whose folders it deleted
+    (a clean after a ``DELETE_PARTITION``); ``records``: records of the other metadata-table partitions
     (column statistics, bloom filters, record index...), by metadata-table partition.
     """
 
@@ -118,10 +119,12 @@ class MetadataUpdate:
     files_deleted: Mapping[str, Sequence[str]] = field(default_factory=dict)
     records: Mapping[str, Sequence[MetadataRecord]] = field(default_factory=dict)
     deleted_keys: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    partitions_deleted: Sequence[str] = ()
 
     def files_records(self) -> list[MetadataRecord]:
         """The ``files`` partition's records: one file list per partition touched, and the partition list
-        of the partitions that gained files (a clean names none: it removes files, not partitions)."""
+        of the partitions that gained files and of those deleted (tombstones, as Hudi's
+        ``createPartitionListRecord(partitions, true)``)."""
         out: list[MetadataRecord] = []
         partitions = sorted(set(self.files_added) | set(self.files_deleted))
         for partition in partitions:
@@ -138,6 +141,11 @@ class MetadataUpdate:
             listing = {partition_key(p): {"size": 0, "isDeleted": False} for p in added}
             out.append(
                 metadata_record(ALL_PARTITIONS_KEY, RecordType.ALL_PARTITIONS, filesystemMetadata=listing)
+            )
+        if self.partitions_deleted:
+            gone = {partition_key(p): {"size": 0, "isDeleted": True} for p in sorted(self.partitions_deleted)}
+            out.append(
+                metadata_record(ALL_PARTITIONS_KEY, RecordType.ALL_PARTITIONS, filesystemMetadata=gone)
             )
         return out
 

@@ -44,6 +44,8 @@ from typing import Any, TypeVar
 from hoodie.avro import AvroSchema, load_schema, schema_set
 from hoodie.avro.container import MAGIC, read_container, write_single_record
 from hoodie.errors import CorruptTimelineFile, PathOutsideTable
+from hoodie.file_group.base_file import BaseFile
+from hoodie.log.log_file import LogFile
 from hoodie.storage import check_relative
 from hoodie.timeline.instant import (
     CLUSTERING,
@@ -215,6 +217,41 @@ def _check_in_partition(paths: Iterable[str | None], partition_path: str, what: 
                 file_name_in_partition(p, partition_path)
             except PathOutsideTable as e:
                 raise PathOutsideTable(f"{what}: {e}") from None
+
+
+_FILE_ID_RE = re.compile(r"[^./\\_\x00][^/\\_\x00]*")
+
+
+def check_file_group(file_id: str, partition_path: str, names: Iterable[str | None], what: str) -> None:
+    """Check a plan's file group before anything is written for it: the file id is one name Hudi's file
+    names can carry (no path separator, no ``_``, which separates a file name's fields, not hidden); the
+    partition lies in the table; and every base or log file the plan names for it is a file of that group.
+    Raises :class:`~hoodie.errors.PathOutsideTable`, naming ``what``."""
+    if not _FILE_ID_RE.fullmatch(file_id or ""):
+        raise PathOutsideTable(f"{what}: file id {file_id!r} is not a file id Hudi writes")
+    if partition_path not in ("", "."):
+        try:
+            check_relative(partition_path)
+        except PathOutsideTable as e:
+            raise PathOutsideTable(f"{what}: {e}") from None
+    for path in names:
+        if not path:
+            continue
+        name = path.rsplit("/", 1)[-1]
+        owner = _file_id_of(name)
+        if owner != file_id:
+            raise PathOutsideTable(
+                f"{what}: {name!r} is not a base or log file of file group {file_id!r}"
+                + (f" (it belongs to {owner!r})" if owner else "")
+            )
+
+
+def _file_id_of(name: str) -> str | None:
+    base = BaseFile.try_parse(name)
+    if base is not None:
+        return base.file_id
+    log = LogFile.try_parse(name)
+    return log.file_id if log is not None else None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1071,6 +1108,7 @@ def decode_compaction_plan(data: bytes, *, base_path: str | None = None) -> Comp
             )
         except PathOutsideTable as e:
             raise PathOutsideTable(f"compaction plan: file group {op.opt_str('fileId')!r}: {e}") from None
+        check_file_group(op.get_str("fileId"), partition, (data_file, *deltas), "compaction plan")
         operations.append(
             CompactionOperation(
                 base_instant_time=op.get_str("baseInstantTime"),
@@ -1238,6 +1276,9 @@ def _slice_from(rec: _Fields) -> SliceInfo:
         (info.data_file_path, *info.delta_file_paths),
         info.partition_path,
         f"clustering slice {info.file_id!r}",
+    )
+    check_file_group(
+        info.file_id, info.partition_path, (info.data_file_path, *info.delta_file_paths), "clustering plan"
     )
     return info
 

@@ -327,3 +327,51 @@ def test_a_plan_naming_files_outside_the_table_is_refused_and_deletes_nothing(tm
             prepare_clean(storage, lock, t)
         writer.delete_pending(Table.open(str(root)).timeline.get(t))  # type: ignore[arg-type]
     assert victim.exists()
+
+
+def test_partitions_to_be_deleted_outside_the_table_are_refused(tmp_path: Path) -> None:
+    root, storage, lock = _cow(tmp_path, 8, commits=2)
+    table = Table.open(str(root))
+    writer = TimelineWriter(storage, table.config, lock)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    for bad in ("../victim", "/etc", ".hoodie", "a/./b", "city=x/.hoodie"):
+        t = writer.next_instant_time()
+        plan = CleanerPlan(policy="KEEP_LATEST_COMMITS", partitions_to_be_deleted=(bad,))
+        writer.request("clean", t, encode_cleaner_plan(plan, table_version=8))
+        with pytest.raises(PathOutsideTable):
+            prepare_clean(storage, lock, t)
+        writer.delete_pending(Table.open(str(root)).timeline.get(t))  # type: ignore[arg-type]
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_partition_emptied_by_the_clean_is_deleted_and_one_written_to_since_is_kept(
+    tmp_path: Path, version: int
+) -> None:
+    """``partitionsToBeDeleted`` (what a clean after a DELETE_PARTITION names): the folder goes once the
+    plan's files are deleted and ``isPartitionDeleted`` says so; a folder still holding data is kept."""
+    root, storage, lock = _cow(tmp_path, version, commits=2)
+    table = Table.open(str(root))
+    by_partition: dict[str, list[str]] = {}
+    for group in table.file_groups().values():
+        for s in group.ordered():
+            if s.base_file is not None:
+                by_partition.setdefault(group.id.partition_path, []).append(s.base_file.file_name)
+    emptied, written, *_ = sorted(by_partition)
+    writer = TimelineWriter(storage, table.config, lock)
+    t = writer.next_instant_time()
+    plan = CleanerPlan(
+        policy="KEEP_LATEST_COMMITS",
+        file_paths_to_be_deleted_per_partition={
+            emptied: tuple(CleanFileInfo(f"{emptied}/{n}", False) for n in by_partition[emptied]),
+            written: (CleanFileInfo(f"{written}/{by_partition[written][0]}", False),),
+        },
+        partitions_to_be_deleted=(emptied, written),
+    )
+    writer.request("clean", t, encode_cleaner_plan(plan, table_version=version))
+    result = clean_in_process(storage, lock, t)
+    assert not (root / emptied).exists()
+    assert (root / written).is_dir()  # its other files are still there
+    metadata = result.metadata.partition_metadata
+    assert metadata[emptied].is_partition_deleted is True
+    assert metadata[written].is_partition_deleted is False

@@ -566,7 +566,11 @@ def test_index_partition_extra_metadata_is_not_in_the_v6_schema() -> None:
 
 
 def _raw_compaction_plan(
-    version: int, data_file: str | None, deltas: list[str], partition: str = "2024/01/01"
+    version: int,
+    data_file: str | None,
+    deltas: list[str],
+    partition: str = "2024/01/01",
+    file_id: str = "f1-0",
 ) -> bytes:
     schema = load_schema("HoodieCompactionPlan", 8)
     record = {
@@ -575,7 +579,7 @@ def _raw_compaction_plan(
                 "baseInstantTime": "20240101000000000",
                 "deltaFilePaths": deltas,
                 "dataFilePath": data_file,
-                "fileId": "f1-0",
+                "fileId": file_id,
                 "partitionPath": partition,
                 "metrics": None,
                 "bootstrapFilePath": None,
@@ -626,6 +630,28 @@ def test_compaction_plan_paths_outside_their_partition_are_refused(
 ) -> None:
     with pytest.raises(PathOutsideTable):
         md.decode_compaction_plan(_raw_compaction_plan(version, data_file, deltas, partition))
+
+
+@pytest.mark.parametrize(
+    ("file_id", "data_file", "deltas", "why"),
+    [
+        ("../f1-0", None, [], "not a file id"),
+        ("a/b", None, [], "not a file id"),
+        ("f1_0", None, [], "not a file id"),
+        ("", None, [], "not a file id"),
+        (".f1-0", None, [], "not a file id"),
+        ("f1-0", "f2-0_0-1-2_20240101000000000.parquet", [], "belongs to 'f2-0'"),
+        ("f1-0", None, [".f2-0_1.log.1_0-1-2"], "belongs to 'f2-0'"),
+        ("f1-0", "hoodie.properties", [], "not a base or log file"),
+    ],
+)
+def test_a_plans_file_group_is_checked_when_the_plan_is_read(
+    file_id: str, data_file: str | None, deltas: list[str], why: str
+) -> None:
+    """Before any task writes: a file id a file name cannot carry, or files of another group, are refused."""
+    raw = _raw_compaction_plan(2, data_file, deltas, file_id=file_id)
+    with pytest.raises(PathOutsideTable, match=why):
+        md.decode_compaction_plan(raw)
 
 
 def test_file_name_in_partition() -> None:
