@@ -3,8 +3,9 @@
 # (spark.kubernetes.container.image): Spark starts executor pods with the argument `executor`, which
 # deploy/docker/entrypoint.sh turns into Spark's executor backend from the installed pyspark.
 #
-#   docker build -t hoodied .        (BuildKit, the default builder: COPY --chmod)
-#   docker run -v $PWD/config/embedded.yaml:/etc/hoodied/hoodied.yaml:ro -p 9464:9464 hoodied
+#   docker build -t hoodied:0.1.0 .        (BuildKit, the default builder: COPY --chmod)
+#   docker run --rm -p 9464:9464 -v "$PWD/config/docker.yaml:/etc/hoodied/hoodied.yaml:ro" \
+#       -v /data/hudi:/data/hudi hoodied:0.1.0
 FROM python:3.11-slim-bookworm
 
 # Java 17 for Spark (the driver in hoodied, the executors on Kubernetes). tini is PID 1: it forwards SIGTERM

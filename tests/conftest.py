@@ -17,7 +17,6 @@ are absent, those tests skip and say where they looked.
 
 from __future__ import annotations
 
-import os
 import shutil
 import zipfile
 from collections.abc import Callable, Mapping
@@ -28,27 +27,17 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from hudi_oracle import HudiOracle
+from support.shared import fixtures_dir, missing
 
-FIXTURES_ENV = "HOODIE_FIXTURES"
-REPO_ROOT = Path(__file__).resolve().parent.parent
 PROPERTIES = ".hoodie/hoodie.properties"
 
 UNSUPPORTED_VERSIONS = frozenset({3, 4, 5, 7})
 UNSUPPORTED_FORMATS = frozenset({"LANCE", "ORC", "HFILE"})
 
 
-def fixtures_dir() -> Path:
-    """Where the fixtures are: ``$HOODIE_FIXTURES``, else ``<repo root>/../shared/fixtures``."""
-    env = os.environ.get(FIXTURES_ENV)
-    return Path(env).resolve() if env else (REPO_ROOT.parent / "shared" / "fixtures").resolve()
-
-
 def fixtures_missing_reason() -> str | None:
     """Why fixture tests cannot run here, or ``None`` when the fixtures are present."""
-    tables = fixtures_dir() / "tables"
-    if not tables.is_dir():
-        return f"Hudi fixture tables not found at {tables} (set {FIXTURES_ENV} to the fixtures folder)"
-    return None
+    return missing(fixtures_dir() / "tables")
 
 
 def read_properties(text: str) -> dict[str, str]:

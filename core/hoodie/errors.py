@@ -107,6 +107,12 @@ class LockLost(LockError):
     """The lock expired or was taken over while we believed we held it: work done under it may have raced."""
 
 
+class TimeTravelRefused(HoodieError):
+    """A time travel to an instant whose files the cleaner removed, or whose instants left the active
+    timeline: its answer would be silently wrong (rows missing), so it is refused, as Hudi refuses it
+    ("Cleaner cleaned up the timestamp of interest"). The message names the earliest instant to read."""
+
+
 class CorruptBloomFilter(HoodieError):
     """A serialized bloom filter cannot be decoded.
 

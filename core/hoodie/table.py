@@ -27,7 +27,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hoodie.config import RecordMergeMode, TableConfig
-from hoodie.errors import CorruptBaseFile, CorruptTimelineFile, HoodieError, UnsupportedTable
+from hoodie.errors import (
+    CorruptBaseFile,
+    CorruptTimelineFile,
+    HoodieError,
+    TimeTravelRefused,
+    UnsupportedTable,
+)
 from hoodie.file_group.file_group import FileGroup, FileGroupId, FileSlice
 from hoodie.file_group.fs_view import (
     DataFile,
@@ -49,9 +55,10 @@ from hoodie.read.merge import (
 )
 from hoodie.schema import avro_to_arrow_schema
 from hoodie.storage import FileInfo, Storage
-from hoodie.timeline.instant import REPLACE_COMMIT, Instant, State, check_time
+from hoodie.timeline.instant import CLEAN, REPLACE_COMMIT, Instant, State, check_time
 from hoodie.timeline.metadata import (
     CommitMetadata,
+    decode_clean_metadata,
     decode_commit_metadata,
     decode_compaction_plan,
     decode_requested_replace_metadata,
@@ -535,10 +542,43 @@ class Table:
         """
         if as_of is not None:
             check_time(as_of)
+            self.check_time_travel(as_of)
         slices = self.file_slices(as_of, read_optimized)
         schema = self.read_schema()
         parts = self._read_slices(slices, as_of, schema)
         return self._finish(parts, schema, columns, filters)
+
+    def earliest_time_travel(self) -> str | None:
+        """The earliest instant a time travel may ask for, or ``None`` when every one can be read.
+
+        As Hudi's ``TimelineUtils.validateTimestampAsOf``: after a completed clean, the earliest commit it
+        retained (``earliestCommitToRetain`` of the latest clean's metadata): older versions of the files may
+        be gone; a clean that keeps file versions records none, and then the first completed write still on
+        the active timeline (instants before it were archived, and their files may be cleaned)."""
+        cleans = [i for i in self.timeline.completed() if i.action == CLEAN]
+        if not cleans:
+            return None
+        path = self.timeline.file_of(cleans[-1].time)
+        try:
+            retained = decode_clean_metadata(self.storage.read(path)).earliest_commit_to_retain
+        except HoodieError as e:
+            raise CorruptTimelineFile(f"{self.base_path}/{path}: {e}") from e
+        if retained:
+            return retained
+        first = next(iter(self.timeline.completed_writes()), None)
+        return first.time if first is not None else None
+
+    def check_time_travel(self, as_of: str) -> None:
+        """Raise :class:`~hoodie.errors.TimeTravelRefused` when ``as_of`` is before
+        :meth:`earliest_time_travel`."""
+        earliest = self.earliest_time_travel()
+        if earliest is not None and as_of < earliest:
+            raise TimeTravelRefused(
+                f"time travel to {as_of} on {self.base_path} is refused: the cleaner removed files of the "
+                f"instants before {earliest} (the earliest commit it retained), so the answer would miss "
+                f"rows; the earliest instant that can be read is {earliest} (keep more commits with "
+                "hoodie.clean.commits.retained for older time travel)"
+            )
 
     def read_incremental(
         self,

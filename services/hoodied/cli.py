@@ -1,5 +1,6 @@
 """The ``hoodied`` command line.
 
+    hoodied --version
     hoodied run --config FILE [--once]
     hoodied status --config FILE [--json]
     hoodied read PATH --out FILE.parquet [--as-of T] [--read-optimized]
@@ -31,6 +32,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hoodie.errors import HoodieError
+from hoodied import package_version
+from hoodied.errors import ServiceError
+from hoodied.keys import check_keys
 
 if TYPE_CHECKING:
     from hoodie.lock import FileSystemLock
@@ -106,7 +110,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _parse_conf(pairs: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """``key=value`` pairs split into Hudi settings (``hoodie.*``) and Spark settings (``spark.*``)."""
+    """``key=value`` pairs split into Hudi settings (``hoodie.*``) and Spark settings (``spark.*``); a
+    misspelt ``hoodie.*`` key is an error, one hoodied does not read a warning (:mod:`hoodied.keys`)."""
     hoodie_conf: dict[str, str] = {}
     spark_conf: dict[str, str] = {}
     for pair in pairs:
@@ -120,6 +125,11 @@ def _parse_conf(pairs: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
             spark_conf[key] = value
         else:
             raise ValueError(f"--conf {key}: only hoodie.* and spark.* settings are accepted")
+    report = check_keys(hoodie_conf, "--conf")
+    if report.errors:
+        raise ServiceError(report.errors[0])
+    for warning in report.warnings:
+        print(f"hoodied: warning: {warning}", file=sys.stderr)
     return hoodie_conf, spark_conf
 
 
@@ -465,6 +475,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hoodied", description="Table services for Apache Hudi tables.")
+    parser.add_argument("--version", action="version", version=f"hoodied {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="run the daemon: keep the configured tables maintained")

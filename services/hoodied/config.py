@@ -69,6 +69,7 @@ import yaml
 
 from hoodie.errors import HoodieError
 from hoodied.errors import ServiceError
+from hoodied.keys import check_keys
 
 SERVICES = ("compaction", "clustering", "clean", "indexing")
 SCHEDULABLE = ("compaction", "clustering", "clean")
@@ -109,7 +110,7 @@ def parse_duration(value: object, where: str) -> float:
 class _Section:
     """Reads one mapping of the file, remembering which keys were used, so unknown keys are errors."""
 
-    def __init__(self, raw: object, where: str) -> None:
+    def __init__(self, raw: object, where: str, notes: list[str] | None = None) -> None:
         if raw is None:
             raw = {}
         if not isinstance(raw, Mapping):
@@ -117,6 +118,8 @@ class _Section:
         self.raw: Mapping[str, Any] = raw
         self.where = where
         self.used: set[str] = set()
+        #: Warnings about the file, shared by every section read from it (logged at start-up).
+        self.notes: list[str] = notes if notes is not None else []
 
     def path(self, key: str) -> str:
         return f"{self.where}.{key}" if self.where else key
@@ -129,7 +132,7 @@ class _Section:
 
     def section(self, key: str) -> _Section:
         self.used.add(key)
-        return _Section(self.raw.get(key), self.path(key))
+        return _Section(self.raw.get(key), self.path(key), self.notes)
 
     def has(self, key: str) -> bool:
         return key in self.raw and self.raw[key] is not None
@@ -336,6 +339,8 @@ class DaemonConfig:
     tables: tuple[TableEntry, ...] = ()
     discover: tuple[DiscoveryRoot, ...] = ()
     source: str = "<defaults>"
+    #: What the file holds that has no effect (``hoodie.*`` keys hoodied does not read), logged at start-up.
+    warnings: tuple[str, ...] = ()
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> DaemonConfig:
@@ -385,8 +390,8 @@ def _parse(raw: object, source: str) -> DaemonConfig:
     defaults_section = top.section("defaults")
     defaults = _table_settings(defaults_section, TableSettings())
     defaults_section.done()
-    tables = _tables(top.raw.get("tables"), defaults)
-    discover = _discover(top.raw.get("discover"), defaults)
+    tables = _tables(top.raw.get("tables"), defaults, top.notes)
+    discover = _discover(top.raw.get("discover"), defaults, top.notes)
     top.used.update(("tables", "discover"))
     top.done()
     if not tables and not discover:
@@ -402,7 +407,14 @@ def _parse(raw: object, source: str) -> DaemonConfig:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ConfigError(f"tables: the name {dupes[0]!r} is given to more than one table")
-    return DaemonConfig(**{**config.__dict__, "tables": tuple(tables), "discover": tuple(discover)})
+    return DaemonConfig(
+        **{
+            **config.__dict__,
+            "tables": tuple(tables),
+            "discover": tuple(discover),
+            "warnings": tuple(dict.fromkeys(top.notes)),
+        }
+    )
 
 
 def _zookeeper(s: _Section) -> ZooKeeperSettings:
@@ -502,6 +514,10 @@ def _table_settings(s: _Section, base: TableSettings) -> TableSettings:
     for key in hoodie:
         if not key.startswith("hoodie."):
             raise ConfigError(f"{s.path('hoodie')}.{key}: only hoodie.* settings belong here")
+    report = check_keys(hoodie, s.path("hoodie"))
+    if report.errors:
+        raise ConfigError(report.errors[0])
+    s.notes.extend(report.warnings)
     settings = TableSettings(
         services=s.get("services", base.services, _services),
         schedule=s.get("schedule", base.schedule, _schedulable),
@@ -545,7 +561,7 @@ def check_hoodie_settings(settings: Mapping[str, str], where: str) -> None:
             raise ConfigError(f"{where}: {e}") from None
 
 
-def _tables(raw: object, defaults: TableSettings) -> list[TableEntry]:
+def _tables(raw: object, defaults: TableSettings, notes: list[str]) -> list[TableEntry]:
     if raw is None:
         return []
     if not isinstance(raw, list):
@@ -553,7 +569,7 @@ def _tables(raw: object, defaults: TableSettings) -> list[TableEntry]:
     out = []
     seen: set[str] = set()
     for i, item in enumerate(raw):
-        s = _Section({"path": item} if isinstance(item, str) else item, f"tables[{i}]")
+        s = _Section({"path": item} if isinstance(item, str) else item, f"tables[{i}]", notes)
         path = s.get("path", "", _str).rstrip("/")
         if not path:
             raise ConfigError(f"{s.path('path')}: required")
@@ -573,14 +589,14 @@ def _label(value: object, where: str) -> str | None:
     return text
 
 
-def _discover(raw: object, defaults: TableSettings) -> list[DiscoveryRoot]:
+def _discover(raw: object, defaults: TableSettings, notes: list[str]) -> list[DiscoveryRoot]:
     if raw is None:
         return []
     if not isinstance(raw, list):
         raise ConfigError("discover: expected a list of {root: ...}")
     out = []
     for i, item in enumerate(raw):
-        s = _Section({"root": item} if isinstance(item, str) else item, f"discover[{i}]")
+        s = _Section({"root": item} if isinstance(item, str) else item, f"discover[{i}]", notes)
         root = s.get("root", "", _str).rstrip("/")
         if not root:
             raise ConfigError(f"{s.path('root')}: required")

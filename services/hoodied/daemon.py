@@ -171,6 +171,8 @@ class Daemon:
 
         config = self.config
         logger.info("hoodied replica %s starting (%s)", config.replica, config.source)
+        for warning in config.warnings:
+            logger.warning("%s: %s", config.source, warning)
         if handle_signals:
             self._install_signals()
         coordination = self._coordination()

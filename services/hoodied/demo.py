@@ -438,6 +438,17 @@ class Progress:
         self.out.flush()
 
 
+def hoodied_command() -> str:
+    """How to run ``hoodied`` from a shell: ``hoodied`` when the one on ``PATH`` is this installation's, else
+    the path of this installation's script (a venv's ``bin/hoodied``, not on ``PATH`` until activated)."""
+    script = Path(sys.executable).parent / "hoodied"
+    on_path = shutil.which("hoodied")
+    in_venv = sys.prefix != sys.base_prefix
+    if on_path is not None and (not in_venv or Path(on_path).parent == script.parent):
+        return "hoodied"
+    return str(script) if script.exists() else f"{sys.executable} -m hoodied.cli"
+
+
 def _plural(n: int, word: str, plural: str | None = None) -> str:
     return f"{n} {word if n == 1 else plural or word + 's'}"
 
@@ -913,9 +924,14 @@ def _report(
     )
     if metrics_url:
         progress.text(f"  metrics:  were served at {metrics_url} while the demo ran")
-    progress.text(f"  next:     hoodied status --config {path / MARKER}")
-    progress.text(f"            hoodied timeline {path}")
-    progress.text(f"            hoodied read {path} --out snapshot.parquet")
+    command = hoodied_command()
+    if command != "hoodied":
+        activate = Path(command).parent / "activate"
+        hint = f" (or `source {activate}`, then `hoodied`)" if activate.exists() else ""
+        progress.text(f"  hoodied:  not on PATH; run it as {command}{hint}")
+    progress.text(f"  next:     {command} status --config {path / MARKER}")
+    progress.text(f"            {command} timeline {path}")
+    progress.text(f"            {command} read {path} --out snapshot.parquet")
     ok = agree and not failure and writer_code == 0 and writer.stopped
     if failure:
         progress.text(f"  failed:   the daemon: {type(failure[0]).__name__}: {failure[0]}")

@@ -15,12 +15,13 @@ is ``metrics.pending_instants``). Label sets:
 
 from __future__ import annotations
 
-import importlib.metadata
 import socket
 from collections.abc import Sequence
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info, generate_latest
+
+from hoodied import package_version
 
 #: ``kind`` label values of ``hoodied_jobs_failed_total``: ``failed`` = definitely failed (rolled back),
 #: ``claim_lost`` = our claim was taken (the job must not commit), ``conflict`` = a conflicting write won,
@@ -97,13 +98,6 @@ SAMPLE_NAMES: Final = frozenset(
 _TABLE_ACTION = ("table", "action")
 
 
-def _package_version() -> str:
-    try:
-        return importlib.metadata.version("hoodied")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
 class Metrics:
     """The metrics of one daemon, in a registry of their own (:attr:`registry`)."""
 
@@ -116,7 +110,7 @@ class Metrics:
         self.info = Info(
             "hoodied", "The hoodied version and the replica this daemon is.", registry=self.registry
         )
-        self.info.info({"version": version or _package_version(), "replica": replica or socket.gethostname()})
+        self.info.info({"version": version or package_version(), "replica": replica or socket.gethostname()})
         self.tables = self._gauge("hoodied_tables", "Tables this daemon watches.")
 
         self.pending_instants = self._gauge(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -15,15 +14,10 @@ import pytest
 from hoodie.avro import NAMESPACE, load_schema, schema_set
 from hoodie.avro.container import MAGIC, read_container, read_single_record, write_single_record
 from hoodie.errors import CorruptTimelineFile, UnsupportedTable
+from support.shared import fixtures_dir, missing_message, spec_dir
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = (
-    Path(os.environ["HOODIE_FIXTURES"]).parent
-    if os.environ.get("HOODIE_FIXTURES")
-    else REPO.parent / "shared"
-)
-REFERENCE = SHARED / "hudi-spec" / "avro"
-VECTORS = SHARED / "fixtures" / "vectors"
+REFERENCE = spec_dir() / "avro"
+VECTORS = fixtures_dir() / "vectors"
 # Which of Hudi's reference folders each of our schema sets copies.
 SET_SOURCES = {"v6": "hudi-0.15.0", "v8": "hudi-master"}
 # The metadata-table record is the one schema whose v8 (1.0.0) and v9 (master) forms differ: one file each.
@@ -177,7 +171,7 @@ def test_java_schema_text_matches_hudis_header() -> None:
 def test_rewriting_hudis_v8_vector_gives_the_same_bytes() -> None:
     vector = VECTORS / "metadata" / "v8_deltacommit.avro"
     if not vector.is_file():
-        pytest.skip(f"the shared fixtures are not at {VECTORS.parent}")
+        pytest.skip(missing_message(vector))
     data = vector.read_bytes()
     container = read_container(data)
     assert container.schema_short_name == "HoodieCommitMetadata"

@@ -26,6 +26,7 @@ import pytest
 
 from hoodie import Table
 from hoodie.errors import CorruptTimelineFile, HoodieError, InvalidTableConfig
+from support.shared import missing_message
 
 pytestmark = pytest.mark.fixtures
 
@@ -43,7 +44,7 @@ META_COLUMNS = {
 def bad_input(fixtures_path: Path) -> Path:
     folder = fixtures_path / "vectors" / "bad-input"
     if not folder.is_dir():
-        pytest.skip(f"bad-input vectors not found at {folder}")
+        pytest.skip(missing_message(folder))
     return folder
 
 

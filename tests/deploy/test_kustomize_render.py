@@ -128,7 +128,10 @@ def test_the_config_map_gets_a_content_hash_and_the_deployment_follows_it(kustom
     volumes = deployment["spec"]["template"]["spec"]["volumes"]
     assert {"name": "config", "configMap": {"name": name}} in volumes
     for obj in objects:
-        assert obj["metadata"]["namespace"] == NAMESPACES[kustomization], _key(obj)
+        if obj["kind"] == "Namespace":  # cluster-scoped: the overlay's own namespace
+            assert obj["metadata"]["name"] == NAMESPACES[kustomization]
+        else:
+            assert obj["metadata"]["namespace"] == NAMESPACES[kustomization], _key(obj)
     binding = find(objects, "RoleBinding", "hoodied")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "hoodied", "namespace": NAMESPACES[kustomization]}

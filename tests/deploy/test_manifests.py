@@ -289,7 +289,7 @@ def test_production_runs_spark_executors_as_pods_of_its_namespace() -> None:
     assert config.spark.master == "k8s://https://kubernetes.default.svc"
     assert conf["spark.kubernetes.namespace"] == deployment["metadata"]["namespace"]
     assert conf["spark.kubernetes.container.image"] == container["image"]
-    assert container["image"] == "registry.example.com/data/hoodied:0.1.0"
+    assert container["image"] == "hoodied:0.1.0"
     account = _pod_spec(deployment)["serviceAccountName"]
     assert conf["spark.kubernetes.authenticate.driver.serviceAccountName"] == account
     assert int(conf["spark.executor.instances"]) >= 1

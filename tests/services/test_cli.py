@@ -75,3 +75,35 @@ def test_timeline_and_fsview_print_every_instant_and_slice(
             assert s.base_file.file_name in out
         for lf in s.log_files:
             assert lf.file_name in out
+
+
+def test_read_as_of_a_cleaned_instant_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: ``wrote 0 rows`` and status 0 for an instant whose files the clean had removed."""
+    root = tmp_path / "t"
+    assert main(["generate", str(root), "--table-type", "cow", "--rows", "60", "--commits", "4"]) == 0
+    first = Table.open(str(root)).timeline.completed_writes()[0].time
+    conf = ["--conf", "hoodie.clean.commits.retained=1"]
+    assert main(["clean", str(root), "--mode", "schedule-and-execute", *conf]) == 0
+    capsys.readouterr()
+    out = tmp_path / "o.parquet"
+    assert main(["read", str(root), "--out", str(out), "--as-of", first]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hoodied: error: TimeTravelRefused:")
+    assert "the earliest instant that can be read is" in err
+    assert not out.exists()
+
+
+def test_a_misspelt_setting_is_an_error_naming_the_key_meant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "t"
+    assert main(["generate", str(root), "--table-type", "cow", "--rows", "20", "--commits", "1"]) == 0
+    conf = ["--conf", "hoodie.clean.comits.retained=1"]
+    assert main(["clean", str(root), "--mode", "schedule", *conf]) == 2
+    assert "did you mean hoodie.clean.commits.retained?" in capsys.readouterr().err
+    assert (
+        main(["clean", str(root), "--mode", "schedule", "--conf", "hoodie.datasource.write.operation=x"]) == 0
+    )
+    assert (
+        "hoodie.datasource.write.operation is a Hudi setting hoodied does not read" in capsys.readouterr().err
+    )

@@ -102,6 +102,11 @@ def test_retry_delay_doubles_up_to_the_cap() -> None:
             "hoodie.compact.inline.max.delta.commits",
         ),
         ("tables: [{path: /x, hoodie: {spark.x: 1}}]", "tables[0].hoodie.spark.x: only hoodie.* settings"),
+        (
+            "tables: [{path: /x, hoodie: {hoodie.clean.comits.retained: 30}}]",
+            "tables[0].hoodie: hoodie.clean.comits.retained is not a setting hoodied knows; did you mean "
+            "hoodie.clean.commits.retained?",
+        ),
         ("spark: {conf: {x: 1}}\ntables: [/x]", "spark.conf.x: only spark.* settings belong here"),
         (
             "spark: {max_concurrent_jobs: 0}\ntables: [/x]",
@@ -137,6 +142,18 @@ def test_errors_name_the_key_and_value(text: str, message: str) -> None:
         DaemonConfig.parse(text, source="hoodied.yaml")
     assert message in str(excinfo.value), str(excinfo.value)
     assert str(excinfo.value).startswith("hoodied.yaml: ")
+
+
+def test_settings_hoodied_does_not_read_are_warnings() -> None:
+    config = DaemonConfig.parse(
+        "defaults: {hoodie: {hoodie.datasource.write.operation: upsert}}\n"
+        "tables: [{path: /x, hoodie: {hoodie.my.own.key: 1, hoodie.clean.commits.retained: 3}}]"
+    )
+    assert config.warnings == (
+        "defaults.hoodie: hoodie.datasource.write.operation is a Hudi setting hoodied does not read "
+        "(it has no effect here)",
+        "tables[0].hoodie: hoodie.my.own.key is not a Hudi setting hoodied reads; it has no effect",
+    )
 
 
 def test_a_missing_file_is_an_error_naming_it(tmp_path: Path) -> None:

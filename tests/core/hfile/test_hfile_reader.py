@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fixtures_dir
 from hoodie.errors import CorruptHFile, HoodieError, UnsupportedHFile
 from hoodie.hfile import HFileReader
 from hoodie.hfile.reader import TRAILER_SIZE, crc32c
 from hoodie.storage import Storage
+from support.shared import fixtures_dir, missing_message
 
 HFILE_DIR = fixtures_dir() / "vectors" / "hfile"
 FILES = sorted(p.name for p in HFILE_DIR.glob("*.hfile")) if HFILE_DIR.is_dir() else []
-MISSING = f"HFile vectors not found at {HFILE_DIR} (set HOODIE_FIXTURES to the fixtures folder)"
+MISSING = missing_message(HFILE_DIR)
 requires_vectors = pytest.mark.skipif(not FILES, reason=MISSING)
 all_files = pytest.mark.parametrize(
     "name", FILES or [pytest.param("-", marks=pytest.mark.skip(reason=MISSING))]

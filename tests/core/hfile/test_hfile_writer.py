@@ -7,7 +7,6 @@ import struct
 
 import pytest
 
-from conftest import fixtures_dir
 from hoodie.errors import InvalidWriteConfig
 from hoodie.hfile import Compression, HFileReader, HFileWriter
 from hoodie.hfile.reader import (
@@ -22,9 +21,10 @@ from hoodie.hfile.reader import (
     KeyType,
 )
 from hoodie.hfile.writer import LATEST_TIMESTAMP, vlong
+from support.shared import fixtures_dir, missing_message
 
 HFILE_DIR = fixtures_dir() / "vectors" / "hfile"
-MISSING = f"HFile vectors not found at {HFILE_DIR} (set HOODIE_FIXTURES to the fixtures folder)"
+MISSING = missing_message(HFILE_DIR)
 
 
 def cells(count: int, width: int = 0) -> list[tuple[bytes, bytes]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import struct
 import zipfile
 from collections.abc import Callable, Iterable, Mapping
@@ -18,6 +17,8 @@ from typing import Any
 
 import fastavro
 import pytest
+
+from support.shared import fixtures_dir, missing_message
 
 MAGIC = b"#HUDI#"
 LOG_VECTORS = "vectors/log-blocks"
@@ -30,22 +31,12 @@ ROLLBACK_VECTOR = "valid_log_rollback/.0712b9f9-d2d5-4cae-bcf4-8fd7146af503-0_20
 KRYO_DELETE_CONTENT = "delete-block-v2-content-10-records.data"
 
 
-def _fixtures_root() -> Path | None:
-    env = os.environ.get("HOODIE_FIXTURES")
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[3] / ".." / "shared" / "fixtures")
-    for c in candidates:
-        if (c / LOG_VECTORS).is_dir():
-            return c.resolve()
-    return None
-
-
 @pytest.fixture(scope="session")
 def fixtures_root() -> Path:
     """The shared fixtures folder ($HOODIE_FIXTURES or <repo>/../shared/fixtures); skips when absent."""
-    root = _fixtures_root()
-    if root is None:
-        pytest.skip("Hudi fixtures not found: set HOODIE_FIXTURES or provide <repo>/../shared/fixtures")
+    root = fixtures_dir()
+    if not (root / LOG_VECTORS).is_dir():
+        pytest.skip(missing_message(root / LOG_VECTORS))
     return root
 
 

@@ -28,6 +28,7 @@ from hoodie.log.block import (
 )
 from hoodie.log.log_file import LogFile
 from hoodie.schema import avro_to_arrow_schema
+from support.shared import missing_message
 
 AVRO_KEY = "334e26e9-8355-45cc-97c6-c31daf0df330"
 DELETED_KEYS = [
@@ -514,7 +515,7 @@ def _spec_schema(spec_dir: Path, version: str) -> dict[str, Any]:
 def test_our_delete_schemas_are_hudis(fixtures_root: Path, ours: str, spec_version: str) -> None:
     spec_dir = fixtures_root.parent / "hudi-spec" / "avro"
     if not spec_dir.is_dir():
-        pytest.skip(f"Hudi's Avro schemas not found at {spec_dir}")
+        pytest.skip(missing_message(spec_dir))
     assert dict(DELETE_RECORD_LIST_SCHEMAS[ours]) == _spec_schema(spec_dir, spec_version)
 
 

@@ -8,7 +8,6 @@ unzipped once per session, timeline files only, into a temporary folder. Tests t
 from __future__ import annotations
 
 import json
-import os
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,22 +18,9 @@ import fastavro
 import pytest
 
 from hoodie.timeline.instant import Instant
+from support.shared import fixtures_dir, missing_message, spec_dir
 
-REPO = Path(__file__).resolve().parents[3]
-
-
-def fixtures_dir() -> Path:
-    """Where the shared fixtures are expected (they may be absent)."""
-    env = os.environ.get("HOODIE_FIXTURES")
-    return Path(env) if env else REPO.parent / "shared" / "fixtures"
-
-
-def spec_dir() -> Path:
-    """Hudi's reference schemas sit beside the fixtures: ``<shared>/hudi-spec``."""
-    return fixtures_dir().parent / "hudi-spec"
-
-
-MISSING = f"the shared Hudi fixtures are not at {fixtures_dir()} (set HOODIE_FIXTURES)"
+MISSING = missing_message(fixtures_dir() / "tables")
 
 
 def table_zips() -> list[str]:
