@@ -139,12 +139,12 @@ def test_the_loser_of_a_race_to_commit_deletes_its_own_files(tmp_path: Path) -> 
     # The winner deletes what markers show but its results do not name (the loser's files, here), ...
     commit_compaction(storage, lock, prepared, ours)
     assert all(not (root / r.stat.path).exists() for r in theirs if r.stat.path)
-    # ... and the loser, finding the instant completed, does not commit and deletes its own files.
-    late = run_compaction_task(prepared.tasks[0], "0-3-99")
+    # ... a task attempt starting after the commit writes nothing, and the loser does not commit.
     with pytest.raises(CommitConflict, match="no longer inflight"):
-        commit_compaction(storage, lock, prepared, [late, *theirs[1:]])
-    assert late.stat.path
-    assert not (root / late.stat.path).exists()
+        run_compaction_task(prepared.tasks[0], "0-3-99")
+    assert not list(root.rglob(f"*_0-3-99_{T}.parquet"))
+    with pytest.raises(CommitConflict, match="no longer inflight"):
+        commit_compaction(storage, lock, prepared, theirs)
     check_after(root, before, T, "race to commit")
 
 
