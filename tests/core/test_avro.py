@@ -59,7 +59,7 @@ def strip_comments(text: str) -> str:
 @pytest.fixture(scope="module")
 def reference() -> Path:
     if not REFERENCE.is_dir():
-        pytest.skip(f"Hudi's reference schemas are not at {REFERENCE}")
+        pytest.skip(missing_message(REFERENCE))
     return REFERENCE
 
 

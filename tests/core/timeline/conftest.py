@@ -235,5 +235,5 @@ def reference_schemas() -> dict[str, ReferenceSchemas]:
     """Hudi's reference schema sets by folder name."""
     avro = spec_dir() / "avro"
     if not avro.is_dir():
-        pytest.skip(f"Hudi's reference schemas are not at {avro}")
+        pytest.skip(missing_message(avro))
     return {d.name: ReferenceSchemas(d) for d in sorted(avro.iterdir()) if d.is_dir()}
