@@ -14,18 +14,17 @@ from compaction_checks import key_columns
 from compare import assert_same_rows
 from hoodie import Table
 from hoodie.clean.execute import plan_files
+from hoodie.storage import Storage
 from hoodie.timeline.instant import CLEAN, State
 from hoodie.timeline.metadata import CleanerPlan, CleanMetadata, decode_clean_metadata
 from hudi_oracle import HudiOracle, OracleRows, Query
 
 
-def data_bytes(root: Path) -> int:
+def data_bytes(root: Path | str) -> int:
     """Bytes of data files (outside ``.hoodie``)."""
-    return sum(
-        p.stat().st_size
-        for p in root.rglob("*")
-        if p.is_file() and ".hoodie" not in p.relative_to(root).parts
-    )
+    storage = Storage.for_uri(str(root))
+    listing = storage.list("", recursive=True)
+    return sum(f.size for f in listing if not f.is_dir and f.path.split("/")[0] != ".hoodie")
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,7 @@ class Reads:
     data_bytes: int
 
 
-def _ask(root: Path, queries: list[Query]) -> list[pa.Table]:
+def _ask(root: Path | str, queries: list[Query]) -> list[pa.Table]:
     with tempfile.TemporaryDirectory(prefix="hoodie-oracle-") as work:
         answers = HudiOracle(Path(work)).run(root, queries)
     out = []
@@ -47,7 +46,7 @@ def _ask(root: Path, queries: list[Query]) -> list[pa.Table]:
     return out
 
 
-def capture_reads(root: Path) -> Reads:
+def capture_reads(root: Path | str) -> Reads:
     table = Table.open(str(root))
     times = [w.time for w in table.timeline.completed_writes()]
     answers = _ask(root, [Query.snapshot(), *(Query.snapshot(as_of=t) for t in times)])
@@ -55,7 +54,7 @@ def capture_reads(root: Path) -> Reads:
 
 
 def check_clean(
-    root: Path, before: Reads, instant_time: str, plan: CleanerPlan, context: str
+    root: Path | str, before: Reads, instant_time: str, plan: CleanerPlan, context: str
 ) -> CleanMetadata:
     """Check the table after clean ``instant_time`` of ``plan`` completed; returns its metadata."""
     table = Table.open(str(root))
@@ -63,11 +62,11 @@ def check_clean(
     assert instant is not None, context
     assert instant.state is State.COMPLETED, context
     assert instant.action == CLEAN, context
-    md = decode_clean_metadata((root / table.timeline.file_of(instant_time)).read_bytes())
+    md = decode_clean_metadata(table.storage.read(table.timeline.file_of(instant_time)))
     files = plan_files(plan)
     planned = [p for paths in files.values() for p in paths]
     for path in planned:
-        assert not (root / path).exists(), f"{context}: {path} was planned for deletion but still exists"
+        assert not table.storage.exists(path), f"{context}: {path} was planned for deletion but still exists"
     assert md.total_files_deleted == len(planned), context
     assert md.earliest_commit_to_retain == (
         plan.earliest_instant_to_retain.timestamp if plan.earliest_instant_to_retain else ""

@@ -38,7 +38,7 @@ class Before:
     rows_by_group: dict[FileGroupId, int]
 
 
-def _hudi_rs_snapshot(root: Path) -> pa.Table | None:
+def _hudi_rs_snapshot(root: Path | str) -> pa.Table | None:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="hoodie-oracle-") as work:
@@ -54,7 +54,7 @@ def live_groups(table: Table) -> dict[str, set[str]]:
     return out
 
 
-def capture(root: Path, *, hudi_rs: bool = True) -> Before:
+def capture(root: Path | str, *, hudi_rs: bool = True) -> Before:
     table = Table.open(str(root))
     writes = table.timeline.completed_writes()
     last = writes[-1].time if writes else None
@@ -87,7 +87,7 @@ def assert_sorted(t: pa.Table, columns: Sequence[str], context: str) -> None:
 
 
 def check_after(
-    root: Path,
+    root: Path | str,
     before: Before,
     instant_time: str,
     plan: ClusteringPlan,
@@ -147,13 +147,13 @@ def check_after(
 
     # No stray base file of the clustering, no markers.
     written_paths = {s.path for s in md.write_stats}
-    on_disk = {
-        str(p.relative_to(root))
-        for p in root.rglob(f"*_{instant_time}.parquet")
-        if ".hoodie" not in p.relative_to(root).parts
+    on_storage = {
+        f.path
+        for f in table.storage.list("", recursive=True)
+        if f.name.endswith(f"_{instant_time}.parquet") and f.path.split("/")[0] != ".hoodie"
     }
-    assert on_disk == written_paths, f"{context}: stray base files {sorted(on_disk - written_paths)}"
-    assert not (root / ".hoodie" / ".temp" / instant_time).exists(), f"{context}: markers left behind"
+    assert on_storage == written_paths, f"{context}: stray base files {sorted(on_storage - written_paths)}"
+    assert not table.storage.exists(f".hoodie/.temp/{instant_time}"), f"{context}: markers left behind"
 
     # The clustered partitions' live file groups: the planned ones replaced by the new ones.
     before_groups: dict[str, set[str]] = {}

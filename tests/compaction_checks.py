@@ -43,13 +43,13 @@ class Before:
     hudi_rs_after_only: bool = False
 
 
-def _ask(root: Path, queries: list[Query]) -> list[OracleResult]:
+def _ask(root: Path | str, queries: list[Query]) -> list[OracleResult]:
     """Ask a new oracle (answers are cached per path, and compaction changes the table under the path)."""
     with tempfile.TemporaryDirectory(prefix="hoodie-oracle-") as work:
         return HudiOracle(Path(work)).run(root, queries)
 
 
-def capture(root: Path, *, hudi_rs: bool = True) -> Before:
+def capture(root: Path | str, *, hudi_rs: bool = True) -> Before:
     """The reads a compaction must keep; ``hudi_rs=False``: judge hudi-rs after by our read before."""
     table = Table.open(str(root))
     writes = table.timeline.completed_writes()
@@ -65,7 +65,7 @@ def capture(root: Path, *, hudi_rs: bool = True) -> Before:
 
 
 def check_after(
-    root: Path, before: Before, instant_time: str, context: str, *, writes_after: bool = False
+    root: Path | str, before: Before, instant_time: str, context: str, *, writes_after: bool = False
 ) -> CommitMetadata:
     """Check the table after compaction ``instant_time`` completed; returns its commit metadata.
 
@@ -92,13 +92,13 @@ def check_after(
         assert stat.total_log_files_compacted, stat
     # No stray base file of the compaction: every one on storage is named by the metadata.
     written = {s.path for s in md.write_stats}
-    on_disk = {
-        str(p.relative_to(root))
-        for p in root.rglob(f"*_{instant_time}.parquet")
-        if ".hoodie" not in p.relative_to(root).parts
+    on_storage = {
+        f.path
+        for f in table.storage.list("", recursive=True)
+        if f.name.endswith(f"_{instant_time}.parquet") and f.path.split("/")[0] != ".hoodie"
     }
-    assert on_disk == written, f"{context}: stray base files {sorted(on_disk - written)}"
-    assert not (root / ".hoodie" / ".temp" / instant_time).exists(), f"{context}: markers left behind"
+    assert on_storage == written, f"{context}: stray base files {sorted(on_storage - written)}"
+    assert not table.storage.exists(f".hoodie/.temp/{instant_time}"), f"{context}: markers left behind"
 
     ours_after = table.read()
     ours_ro = table.read(read_optimized=True)

@@ -17,6 +17,7 @@ are absent, those tests skip and say where they looked.
 
 from __future__ import annotations
 
+import os
 import shutil
 import zipfile
 from collections.abc import Callable, Mapping
@@ -268,4 +269,29 @@ def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKe
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
     server.start()
     yield server
+    server.stop()
+
+
+# -- the S3-compatible server --------------------------------------------------------------------------------
+
+from support.s3_server import S3Server, moto_available  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """moto's S3 server on 127.0.0.1 for the whole session, its address and credentials in the standard
+    environment variables (so hoodie's storage, hudi-rs and hoodied subprocesses all find it)."""
+    missing = moto_available()
+    if missing:
+        pytest.skip(missing)
+    server = S3Server(tmp_path_factory.mktemp("s3"))
+    server.start()
+    saved = {k: os.environ.get(k) for k in server.environment()}
+    os.environ.update(server.environment())
+    yield server
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
     server.stop()

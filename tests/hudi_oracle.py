@@ -186,7 +186,8 @@ class HudiOracle:
 
         Queries on the table itself go to one child; those on a patched copy, one child per patch.
         """
-        key_root = str(Path(root).resolve())
+        # A URI (s3://bucket/table: hudi-rs reads the store's environment variables) is kept as given.
+        key_root = str(root) if "://" in str(root) else str(Path(root).resolve())
         with self._lock:
             missing = [q for q in dict.fromkeys(queries) if (key_root, q) not in self._cache]
             by_patch: dict[tuple[tuple[str, str | None], ...], list[Query]] = {}

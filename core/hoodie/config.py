@@ -360,7 +360,7 @@ class TableConfig:
         except FileNotFoundError:
             raise TableNotFound(f"no Hudi table at {storage.uri}: {PROPERTIES_FILE} is missing") from None
         try:
-            storage.create(PROPERTIES_BACKUP_FILE, current, overwrite=not storage.is_local)
+            storage.create(PROPERTIES_BACKUP_FILE, current, overwrite=not storage.conditional_create)
         except FileAlreadyExists:
             raise StorageError(
                 f"{PROPERTIES_BACKUP_FILE} appeared while updating the table config: another update runs"
@@ -379,12 +379,13 @@ class TableConfig:
     def create(self, storage: Storage) -> None:
         """Write ``hoodie.properties`` of a new table (``#Properties saved on``), refusing an existing table.
 
-        On the local file system this is an atomic create-if-absent; object stores have none, so there the
-        check and the write are separate and the caller must make sure nobody creates the table meanwhile.
+        Where the storage has an atomic create-if-absent (local, object stores with conditional writes) this
+        is one; elsewhere the check and the write are separate and the caller must make sure nobody creates
+        the table meanwhile.
         """
         data = self.to_text(header="Properties saved on").encode("utf-8")
         exists = TableAlreadyExists(f"a Hudi table already exists at {storage.uri} ({PROPERTIES_FILE})")
-        if storage.is_local:
+        if storage.conditional_create:
             try:
                 storage.create(PROPERTIES_FILE, data)
             except FileAlreadyExists:

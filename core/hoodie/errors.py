@@ -67,6 +67,11 @@ class FileAlreadyExists(StorageError):
     """A create-if-absent found the file already present."""
 
 
+class VersionConflict(StorageError):
+    """A conditional replace found another version of the object than the one it was based on (an S3 ETag,
+    a GCS generation): someone else wrote it in between. Nothing was written."""
+
+
 class TableAlreadyExists(HoodieError):
     """A new table was to be created where ``.hoodie/hoodie.properties`` already exists."""
 

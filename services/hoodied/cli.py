@@ -27,6 +27,7 @@ refuse, a damaged file) or 1 for anything unexpected.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -37,7 +38,7 @@ from hoodied.errors import ServiceError
 from hoodied.keys import check_keys
 
 if TYPE_CHECKING:
-    from hoodie.lock import FileSystemLock
+    from hoodie.lock import LockProvider
     from hoodie.storage import Storage
 
 
@@ -46,7 +47,7 @@ def _cmd_read(args: argparse.Namespace) -> int:
 
     from hoodie import Table
 
-    table = Table.open(args.path)
+    table = Table.open(args.path, _storage_options(args))
     result = table.read(as_of=args.as_of, read_optimized=args.read_optimized)
     pq.write_table(result, args.out)
     print(f"wrote {result.num_rows} rows, {result.num_columns} columns to {args.out}")
@@ -56,7 +57,7 @@ def _cmd_read(args: argparse.Namespace) -> int:
 def _cmd_timeline(args: argparse.Namespace) -> int:
     from hoodie import Table
 
-    table = Table.open(args.path)
+    table = Table.open(args.path, _storage_options(args))
     print(f"{'instant':<18} {'action':<14} {'state':<10} completion")
     for instant in table.timeline:
         print(
@@ -69,7 +70,7 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
 def _cmd_fsview(args: argparse.Namespace) -> int:
     from hoodie import Table
 
-    table = Table.open(args.path)
+    table = Table.open(args.path, _storage_options(args))
     groups = table.file_groups(args.as_of)
     live = {s.group for s in table.file_slices(args.as_of)}
     for gid, group in groups.items():
@@ -133,36 +134,34 @@ def _parse_conf(pairs: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
     return hoodie_conf, spark_conf
 
 
-# Hudi's file-system lock expiry (minutes; Hudi's default 0 is "never", ours 1: a killed holder blocks for a
-# minute, not forever).
-LOCK_EXPIRE_MINUTES = "hoodie.write.lock.filesystem.expire"
-
-
-def _open_for_service(path: str, hoodie_conf: dict[str, str], command: str) -> tuple[Storage, FileSystemLock]:
-    """The table's storage and file-system lock for a one-off table service; deletes the metadata table
-    first when the settings disable it (as Hudi's writers do)."""
-    from hoodie.lock import FileSystemLock
+def _open_for_service(
+    args: argparse.Namespace, hoodie_conf: dict[str, str], command: str
+) -> tuple[Storage, LockProvider]:
+    """The table's storage (``--storage-option``s and the store's environment variables) and the lock its
+    writers use (:func:`hoodied.locks.one_off_lock`); deletes the metadata table first when the settings
+    disable it (as Hudi's writers do)."""
     from hoodie.metadata_table import METADATA_ENABLE, delete_metadata_table
     from hoodie.storage import Storage
-    from hoodied.errors import ServiceError
+    from hoodied.locks import one_off_lock
 
-    storage = Storage.for_uri(path)
-    if not storage.is_local:
-        raise ServiceError(
-            f"{path}: tables on object stores need the daemon's ZooKeeper lock (hoodied run); "
-            f"hoodied {command} takes the file-system lock, which needs a local file system"
-        )
-    expire = hoodie_conf.get(LOCK_EXPIRE_MINUTES, "")
-    try:
-        minutes = float(expire) if expire.strip() else 1.0
-    except ValueError:
-        raise ValueError(f"{LOCK_EXPIRE_MINUTES}={expire!r}: not a number of minutes") from None
-    lock = FileSystemLock(storage, expire_seconds=minutes * 60)
+    storage = Storage.for_uri(args.path, _storage_options(args))
+    lock = one_off_lock(storage, hoodie_conf, args.cleanup)
     if hoodie_conf.get(METADATA_ENABLE, "").strip().lower() == "false" and delete_metadata_table(
         storage, lock
     ):
-        print(f"deleted the metadata table of {path} ({METADATA_ENABLE}=false, as Hudi's writers do)")
+        print(f"deleted the metadata table of {args.path} ({METADATA_ENABLE}=false, as Hudi's writers do)")
     return storage, lock
+
+
+def _storage_options(args: argparse.Namespace) -> dict[str, str]:
+    """``--storage-option KEY=VALUE`` pairs (credentials and endpoints of an object store)."""
+    out: dict[str, str] = {}
+    for pair in getattr(args, "storage_option", None) or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--storage-option {pair.split('=', 1)[0]!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
@@ -182,7 +181,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     if args.strategy:
         hoodie_conf[STRATEGY] = args.strategy
     config = CompactionConfig.from_config(hoodie_conf)
-    storage, lock = _open_for_service(args.path, hoodie_conf, "compact")
+    storage, lock = _open_for_service(args, hoodie_conf, "compact")
     instant = args.instant
     if args.mode in ("schedule", "schedule-and-execute"):
         if args.instant:
@@ -244,7 +243,7 @@ def _cmd_clean(args: argparse.Namespace) -> int:
     hoodie_conf, spark_conf = _parse_conf(args.conf or [])
     if args.policy:
         hoodie_conf[POLICY] = args.policy
-    storage, lock = _open_for_service(args.path, hoodie_conf, "clean")
+    storage, lock = _open_for_service(args, hoodie_conf, "clean")
     table = Table.load(storage)
     settings = {**table.config.props, **hoodie_conf}
     config = CleanConfig.from_config(settings)
@@ -304,7 +303,7 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     hoodie_conf, spark_conf = _parse_conf(args.conf or [])
     if args.sort_columns:
         hoodie_conf[SORT_COLUMNS] = args.sort_columns
-    storage, lock = _open_for_service(args.path, hoodie_conf, "cluster")
+    storage, lock = _open_for_service(args, hoodie_conf, "cluster")
     table = Table.load(storage)
     config = ClusteringConfig.from_config({**table.config.props, **hoodie_conf})
     instant = args.instant
@@ -397,7 +396,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     if args.instant and args.mode != "execute":
         raise ValueError("--instant names a pending indexing to execute; schedule takes a fresh time")
     index_types = _index_types(args.index_types, args.mode) if args.mode != "execute" else []
-    storage, lock = _open_for_service(args.path, hoodie_conf, "index")
+    storage, lock = _open_for_service(args, hoodie_conf, "index")
     if args.mode == "dropindex":
         table = Table.load(storage)
         for running in pending_indexing(table):
@@ -473,6 +472,16 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     )
 
 
+def _add_storage_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--storage-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an option of the table's store (S3: endpoint, region, access_key_id...; the store's "
+        "environment variables apply too)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hoodied", description="Table services for Apache Hudi tables.")
     parser.add_argument("--version", action="version", version=f"hoodied {package_version()}")
@@ -497,15 +506,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="Parquet file to write")
     p.add_argument("--as-of", dest="as_of", help="time travel to this instant time")
     p.add_argument("--read-optimized", action="store_true", help="base files only (MOR tables)")
+    _add_storage_option(p)
     p.set_defaults(func=_cmd_read)
 
     p = sub.add_parser("timeline", help="print the instants of the active timeline")
     p.add_argument("path")
+    _add_storage_option(p)
     p.set_defaults(func=_cmd_timeline)
 
     p = sub.add_parser("fsview", help="print file groups and their slices")
     p.add_argument("path")
     p.add_argument("--as-of", dest="as_of")
+    _add_storage_option(p)
     p.set_defaults(func=_cmd_fsview)
 
     p = sub.add_parser("generate", help="create a table of generated trips (deterministic for a seed)")
@@ -531,6 +543,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", help="plan strategy, e.g. LogFileSizeBased (Hudi's class names too)")
     p.add_argument("--spark-master", default="local[*]", help="Spark master (default: local[*] in-process)")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
+    _add_storage_option(p)
     p.set_defaults(func=_cmd_compact)
 
     p = sub.add_parser("clean", help="schedule and/or run a clean (as Hudi's HoodieCleaner)")
@@ -547,6 +560,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--spark-master", default="local[*]", help="Spark master (default: local[*] in-process)")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
+    _add_storage_option(p)
     p.set_defaults(func=_cmd_clean)
 
     p = sub.add_parser("cluster", help="schedule and/or run clustering (as Hudi's HoodieClusteringJob)")
@@ -556,6 +570,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sort-columns", help="comma-separated columns the new files are sorted by")
     p.add_argument("--spark-master", default="local[*]", help="Spark master (default: local[*] in-process)")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
+    _add_storage_option(p)
     p.set_defaults(func=_cmd_cluster)
 
     p = sub.add_parser("index", help="build or drop metadata-table indexes (as Hudi's HoodieIndexer)")
@@ -568,6 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--instant", help="the pending indexing to execute (default: the earliest)")
     p.add_argument("--spark-master", default="local[*]", help="Spark master (default: local[*] in-process)")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
+    _add_storage_option(p)
     p.set_defaults(func=_cmd_index)
 
     p = sub.add_parser(
@@ -591,7 +607,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        code: int = args.func(args)
+        with contextlib.ExitStack() as cleanup:  # sessions a command opens (a ZooKeeper lock's)
+            args.cleanup = cleanup
+            code: int = args.func(args)
         return code
     except HoodieError as e:
         print(f"hoodied: error: {type(e).__name__}: {e}", file=sys.stderr)

@@ -39,7 +39,8 @@ Every key, its default and its meaning (the README's configuration reference is 
       schedule: []                # which services hoodied also plans (Hudi's strategies and triggers);
                                   # not indexing: indexes are built on request (hoodied index), then run
       hoodie: {}                  # hoodie.* settings: strategies, triggers, retention, sort columns ...
-      storage_options: {}         # options of the table's file system (object-store credentials ...)
+      storage_options: {}         # options of the table's store (endpoint, region, credentials...; the
+                                  # store's environment variables apply too: README, Object stores)
     tables:
       - path: /data/orders        # a table's base path or URI
         name: orders              # label in metrics and logs (default: the last path segment)
@@ -396,13 +397,6 @@ def _parse(raw: object, source: str) -> DaemonConfig:
     top.done()
     if not tables and not discover:
         raise ConfigError("tables: no tables and no discovery roots: nothing to maintain")
-    if config.zookeeper is None:
-        for path in [t.path for t in tables] + [d.root for d in discover]:
-            if "://" in path and not path.startswith("file://"):
-                raise ConfigError(
-                    f"{path} is on an object store: its table lock needs ZooKeeper (set zookeeper.connect); "
-                    "embedded mode locks through the local file system"
-                )
     names = [t.name for t in tables if t.name]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from hoodie.config import TableConfig
-from hoodie.lock import AcquireOnEnter, FileSystemLock, LockProvider
+from hoodie.lock import AcquireOnEnter, LockProvider, lock_for_table
+from hoodie.lock.selection import FILE_SYSTEM_PROVIDER, STORAGE_PROVIDER, lock_provider_of
 from hoodie.storage import Storage
 from hoodied.claims import Claim, LocalClaim
 from hoodied.config import ZooKeeperSettings
@@ -156,9 +157,9 @@ class EmbeddedCoordination:
         return out
 
     def table_lock(self, storage: Storage, config: TableConfig, settings: Mapping[str, str]) -> LockProvider:
-        minutes = settings.get("hoodie.write.lock.filesystem.expire", "").strip()
-        expire = float(minutes) * 60 if minutes else 60.0
-        inner = FileSystemLock(storage, expire_seconds=expire, acquire_timeout=self._lock_timeout)
+        """The lock the table's writers use without a lock server: the file-system lock of a local table,
+        the storage-based lock on an object store (:func:`hoodie.lock.lock_for_table`)."""
+        inner = lock_for_table(storage, {**config.props, **settings}, acquire_timeout=self._lock_timeout)
         return TimedLock(inner, self._observer, self._lock_timeout)
 
     def on_lost(self, claim: Claim, callback: Callable[[], None]) -> None:
@@ -201,9 +202,16 @@ class ZooKeeperCoordination:
         return f"{base}/{key}"
 
     def table_lock(self, storage: Storage, config: TableConfig, settings: Mapping[str, str]) -> LockProvider:
-        inner = self.zookeeper.table_lock(
-            self.lock_path(config, settings), acquire_timeout=self._lock_timeout
-        )
+        """Hudi's ZooKeeper lock, unless the table's writers lock otherwise (``hoodie.write.lock.provider``
+        naming the storage-based or the file-system lock): then theirs."""
+        props = {**config.props, **settings}
+        inner: LockProvider
+        if lock_provider_of(props) in (STORAGE_PROVIDER, FILE_SYSTEM_PROVIDER):
+            inner = lock_for_table(storage, props, acquire_timeout=self._lock_timeout)
+        else:
+            inner = self.zookeeper.table_lock(
+                self.lock_path(config, settings), acquire_timeout=self._lock_timeout
+            )
         return TimedLock(inner, self._observer, self._lock_timeout)
 
     def on_lost(self, claim: Claim, callback: Callable[[], None]) -> None:

@@ -37,7 +37,7 @@ from hoodie.metadata.indexing import (
 )
 from hoodie.metadata.records import MetadataRecord
 from hoodie.metadata.writer import MetadataUpdate
-from hoodie.storage import Storage
+from hoodie.storage import Storage, StorageRef
 from hoodie.table import Table
 from hoodie.timeline.instant import State
 from hoodie.timeline.instant_time import InstantTimeGenerator
@@ -57,8 +57,7 @@ PARALLELISM = 200
 class IndexTask:
     """Everything an executor needs to build the records of a share of the slices; small and picklable."""
 
-    base_uri: str
-    storage_options: tuple[tuple[str, str], ...]
+    storage: StorageRef
     config: TableConfig
     instant_time: str
     index: int
@@ -74,7 +73,7 @@ class IndexingJobResult:
 
 
 def _spark_task(task: IndexTask) -> MetadataUpdate:
-    storage = Storage.for_uri(task.base_uri, dict(task.storage_options))
+    storage = task.storage.open()
     return build_index_records(storage, task.config, task.instant_time, task.partitions, task.slices)
 
 
@@ -131,9 +130,8 @@ def run_indexing_job(
     partitions = tuple(i.metadata_partition_path or "" for i in plan.index_partition_infos)
     seen = frozenset(i.time for i in table.timeline.completed_writes())
     slices = index_slices(table)
-    options = tuple(sorted(storage.options.items()))
     tasks = [
-        IndexTask(storage.uri, options, table.config, T, n, partitions, share)
+        IndexTask(storage.ref(), table.config, T, n, partitions, share)
         for n, share in enumerate(_shares(slices, parallelism))
     ]
     try:

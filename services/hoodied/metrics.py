@@ -16,7 +16,7 @@ is ``metrics.pending_instants``). Label sets:
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info, generate_latest
@@ -75,6 +75,7 @@ METRIC_NAMES: Final = frozenset(
         "hoodied_table_poll_seconds",
         "hoodied_last_successful_poll_timestamp_seconds",
         "hoodied_table_poll_failures_total",
+        "hoodied_storage_requests_total",
     }
 )
 
@@ -212,6 +213,12 @@ class Metrics:
         self.table_poll_failures = self._counter(
             "hoodied_table_poll_failures_total", "Polls of a table that failed, by table.", ("table",)
         )
+        self.storage_requests = self._counter(
+            "hoodied_storage_requests_total",
+            "Requests to a table's storage by this replica, by table, service (poll, or the job's action: "
+            "its driver side; the tasks' are the executors') and op (LIST, GET, HEAD, PUT, DELETE).",
+            ("table", "service", "op"),
+        )
 
     def _gauge(self, name: str, documentation: str, labels: tuple[str, ...] = ()) -> Gauge:
         gauge = Gauge(name, documentation, labels, registry=self.registry)
@@ -297,6 +304,12 @@ class Metrics:
             )
         self.zookeeper_state.state(name)
         self.zookeeper_connected.set(1 if name == "CONNECTED" else 0)
+
+    def count_requests(self, table: str, service: str, counts: Mapping[str, int]) -> None:
+        """Add ``counts`` (requests by op) made for ``service`` on ``table``."""
+        for op, n in counts.items():
+            if n:
+                self.storage_requests.labels(table, service, op).inc(n)
 
     def observe_lock_wait(self, seconds: float) -> None:
         """A table lock was acquired (or given up on) after waiting ``seconds``."""

@@ -161,6 +161,10 @@ def discover_tables(root: DiscoveryRoot) -> list[str]:
     return sorted(found)
 
 
+def _since(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {op: n - before.get(op, 0) for op, n in after.items() if n - before.get(op, 0)}
+
+
 def _label(uri: str) -> str:
     tail = uri.rstrip("/").rsplit("/", 1)[-1] or "table"
     return re.sub(r"[^A-Za-z0-9._-]", "_", tail)
@@ -265,6 +269,7 @@ class Supervisor:
                     continue
                 t0 = self._clock()
                 ok = True
+                requests = table.storage.requests.snapshot()
                 with log_context(table=table.name):
                     try:
                         self._poll_table(table)
@@ -274,6 +279,9 @@ class Supervisor:
                         errors += 1
                         self._table_failed(table, e)
                 self.metrics.table_poll_finished(table.name, self._clock() - t0, ok=ok)
+                self.metrics.count_requests(
+                    table.name, "poll", _since(requests, table.storage.requests.snapshot())
+                )
                 self.heartbeats.last_table_polled = time.time()
                 items.extend(table.items)
             items.sort(key=WorkItem.sort_key)
@@ -582,8 +590,10 @@ class Supervisor:
         table = item.table
         T = item.instant.time
         started = self._clock()
+        # A storage of the job's own: its requests are counted apart from the polls'.
+        job_storage = Storage.for_uri(table.uri, dict(table.settings.storage_options))
         try:
-            current = Table.load(table.storage)
+            current = Table.load(job_storage)
         except Exception as e:
             unread = self._outcome(
                 item, False, "failed", f"cannot read the table: {type(e).__name__}: {e}", started
@@ -616,6 +626,7 @@ class Supervisor:
         outcome: JobOutcome
         try:
             outcome = self._execute(item, claim, current)
+            self.metrics.count_requests(table.name, item.service, job_storage.requests.snapshot())
         except ClaimLost as e:
             outcome = self._outcome(item, False, "claim_lost", f"claim lost, not committed: {e}", started)
         except ClusteringConflict as e:
@@ -645,7 +656,7 @@ class Supervisor:
         from hoodied.indexer import run_indexing_job
 
         table = item.table
-        storage = table.storage
+        storage = current.storage
         settings = {**current.config.props, **table.settings.hoodie}
         lock = self.coordination.table_lock(storage, current.config, table.settings.hoodie)
         T = item.instant.time

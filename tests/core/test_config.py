@@ -24,6 +24,7 @@ from hoodie.config import (
 )
 from hoodie.errors import InvalidTableConfig, TableAlreadyExists, UnsupportedTable
 from hoodie.storage import Storage
+from hoodie.storage.local import LocalBackend
 
 if TYPE_CHECKING:
     from conftest import FixtureTable
@@ -214,13 +215,12 @@ class RecordingStorage(Storage):
     """The local file system, noting every write and delete (to check the order of the update protocol)."""
 
     def __init__(self, root: Path) -> None:
-        base = Storage.for_uri(str(root))
-        super().__init__(base.filesystem, str(root), str(root))
+        super().__init__(LocalBackend(), str(root), str(root))
         self.calls: list[str] = []
 
-    def create(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
+    def create(self, path: str, data: bytes, *, overwrite: bool = False) -> str | None:
         self.calls.append(f"create {path}")
-        super().create(path, data, overwrite=overwrite)
+        return super().create(path, data, overwrite=overwrite)
 
     def delete(self, path: str, *, missing_ok: bool = True) -> bool:
         self.calls.append(f"delete {path}")

@@ -14,6 +14,7 @@ import pytest
 from hoodie.errors import LockError, LockLost, LockTimeout
 from hoodie.lock import FileSystemLock, LockProvider
 from hoodie.storage import Storage
+from hoodie.storage.arrow_fs import ArrowFsBackend
 
 
 def _ctx() -> ForkServerContext:
@@ -134,7 +135,9 @@ def test_hudi_lock_file_is_respected_then_expires_by_modification_time(
 def test_refuses_stores_without_create_if_absent(tmp_path: Path) -> None:
     import pyarrow.fs as pafs
 
-    remote_like = Storage(pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem()), "", "sub://t")
+    remote_like = Storage(
+        ArrowFsBackend(pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())), "", "sub://t"
+    )
     with pytest.raises(LockError, match="atomic create-if-absent"):
         FileSystemLock(remote_like)
 

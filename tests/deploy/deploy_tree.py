@@ -130,6 +130,7 @@ def exported_labels() -> dict[str, frozenset[str]]:
     m.spark_up.set(1)
     m.poll_finished(1.0, ok=True, now=1.0)
     m.table_poll_finished("t", 0.1, ok=False)
+    m.count_requests("t", "poll", {"LIST": 1})
     labels: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(m.exposition().decode()):
         for sample in family.samples:

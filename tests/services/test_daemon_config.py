@@ -114,7 +114,6 @@ def test_retry_delay_doubles_up_to_the_cap() -> None:
         ),
         ("metrics: {port: 70000}\ntables: [/x]", "metrics.port: expected a port number"),
         ("logging: {format: xml}\ntables: [/x]", "logging.format: 'xml' is not one of text, json"),
-        ("tables: [s3://bucket/t]", "s3://bucket/t is on an object store: its table lock needs ZooKeeper"),
         ("zookeeper: {base_path: /h}\ntables: [/x]", "zookeeper.connect: required"),
         ("zookeeper: {connect: 'h:1', acl: creator}\ntables: [/x]", "zookeeper.acl: 'creator' needs auth"),
         ("zookeeper: {connect: 'h:1', base_path: rel}\ntables: [/x]", "zookeeper.base_path: 'rel' is not"),

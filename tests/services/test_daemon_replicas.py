@@ -4,20 +4,14 @@ and readers see the same rows throughout (hudi-rs is the judge)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
-import urllib.request
-import uuid
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,169 +19,20 @@ import pytest
 
 from compare import assert_same_rows
 from daemon_tables import PendingTable, cow_table, mor_table
-from hoodie import Table
-from hoodie.timeline.instant import Instant, State
+from hoodie.timeline.instant import Instant
 from hudi_oracle import HudiOracle, OracleRows, Query
-from zk_server import ZooKeeperServer, free_port
+from support.replicas import (
+    POLL_INTERVAL,
+    SESSION_TIMEOUT,
+    TAKEOVER_GRACE,
+    Cluster,
+    Replica,
+    completed_files,
+    wait_completed,
+)
+from zk_server import ZooKeeperServer
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.spark, pytest.mark.slow]
-
-SESSION_TIMEOUT = 6.0
-POLL_INTERVAL = 1.0
-TAKEOVER_GRACE = 2.0
-
-
-@dataclass
-class Replica:
-    name: str
-    proc: subprocess.Popen[bytes]
-    log: Path
-    port: int
-    scrapes: list[dict[str, float]] = field(default_factory=list)
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def get(self, path: str, timeout: float = 2.0) -> tuple[int, str]:
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        try:
-            with opener.open(self.url(path), timeout=timeout) as r:
-                return int(r.status), r.read().decode()
-        except urllib.error.HTTPError as e:
-            return int(e.code), e.read().decode()
-
-    def scrape(self) -> dict[str, float] | None:
-        """Sums of a few metric families over their series."""
-        try:
-            status, text = self.get("/metrics")
-        except OSError:
-            return None
-        if status != 200:
-            return None
-        sums: dict[str, float] = Counter()
-        for line in text.splitlines():
-            if line.startswith("#") or not line.strip():
-                continue
-            name = line.split("{", 1)[0].split(" ", 1)[0]
-            sums[name] += float(line.rsplit(" ", 1)[1])
-        out = dict(sums)
-        self.scrapes.append(out)
-        return out
-
-    def records(self) -> list[dict[str, object]]:
-        out = []
-        for line in self.log.read_text(errors="replace").splitlines():
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    continue
-        return out
-
-
-class Cluster:
-    """Replicas started as separate processes, each in its own process group (its Spark JVM included)."""
-
-    def __init__(self, tmp: Path, zk: ZooKeeperServer, tables: list[PendingTable]) -> None:
-        self.tmp = tmp
-        self.zk = zk
-        self.tables = tables
-        self.base_path = f"/hoodied-test-{uuid.uuid4().hex[:8]}"
-        self.replicas: list[Replica] = []
-
-    def start(self, name: str, *, failpoints: str = "", max_jobs: int = 2, cores: int = 1) -> Replica:
-        port = free_port()
-        config = self.tmp / f"{name}.yaml"
-        tables = "\n".join(f"  - {t.root}" for t in self.tables)
-        config.write_text(
-            textwrap.dedent(
-                f"""\
-                replica: {name}
-                poll_interval: {POLL_INTERVAL}s
-                poll_jitter: 0.2
-                zookeeper:
-                  connect: {self.zk.connect}
-                  base_path: {self.base_path}
-                  session_timeout: {SESSION_TIMEOUT}s
-                  lock_base_path: {self.base_path}/locks
-                spark:
-                  master: local[{cores}]
-                  max_concurrent_jobs: {max_jobs}
-                  conf: {{spark.driver.memory: 768m}}
-                metrics: {{host: 127.0.0.1, port: {port}}}
-                logging: {{format: json}}
-                jobs: {{takeover_grace: {TAKEOVER_GRACE}s, shutdown_grace: 60s, backoff: 1s, max_attempts: 3}}
-                tables:
-                """
-            )
-            + tables
-            + "\n"
-        )
-        log = self.tmp / f"{name}.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HOODIE_FAILPOINT")}
-        if failpoints:
-            env["HOODIE_FAILPOINTS"] = failpoints
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "hoodied.cli", "run", "--config", str(config)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
-        replica = Replica(name, proc, log, port)
-        self.replicas.append(replica)
-        return replica
-
-    def wait_ready(self, replica: Replica, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert replica.proc.poll() is None, f"{replica.name} exited:\n{self.tail(replica)}"
-            try:
-                if replica.get("/readyz")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.5)
-        raise AssertionError(f"{replica.name} not ready in {timeout} s:\n{self.tail(replica)}")
-
-    def tail(self, replica: Replica, lines: int = 40) -> str:
-        return "\n".join(replica.log.read_text(errors="replace").splitlines()[-lines:])
-
-    def stop(self, replica: Replica, timeout: float = 90.0) -> int:
-        if replica.proc.poll() is None:
-            replica.proc.send_signal(signal.SIGTERM)
-        try:
-            code = replica.proc.wait(timeout)
-        finally:
-            self.kill(replica)
-        return code
-
-    def kill(self, replica: Replica) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(replica.proc.pid, signal.SIGKILL)
-        replica.proc.wait(30)
-
-    def close(self) -> None:
-        for r in self.replicas:
-            if r.proc.poll() is None or _group_alive(r.proc.pid):
-                self.kill(r)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-@pytest.fixture
-def cluster_factory(tmp_path: Path, zookeeper_server: ZooKeeperServer) -> Iterator[list[Cluster]]:
-    made: list[Cluster] = []
-    yield made
-    for c in made:
-        c.close()
 
 
 def _hudi_rs(root: Path) -> pa.Table:
@@ -200,41 +45,6 @@ def _hudi_rs(root: Path) -> pa.Table:
 def _same(before: pa.Table, after: pa.Table, context: str) -> None:
     key = ["_hoodie_partition_path", "_hoodie_record_key"]
     assert_same_rows(after, before, key, ignore_columns=("_hoodie_file_name",), context=context)
-
-
-def _completed(t: PendingTable) -> dict[str, bool]:
-    timeline = Table.open(str(t.root)).timeline
-    out = {}
-    for i in t.pending:
-        now = timeline.get(i.time)
-        out[i.time] = now is not None and now.state is State.COMPLETED
-    return out
-
-
-def _wait_completed(tables: list[PendingTable], timeout: float, cluster: Cluster) -> float:
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if all(all(_completed(t).values()) for t in tables):
-            return time.monotonic() - started
-        for r in cluster.replicas:
-            r.scrape()
-        time.sleep(1.0)
-    missing = [(t.root.name, k) for t in tables for k, v in _completed(t).items() if not v]
-    logs = "\n\n".join(f"== {r.name}\n{cluster.tail(r)}" for r in cluster.replicas)
-    raise AssertionError(f"not completed in {timeout} s: {missing}\n{logs}")
-
-
-def _completed_files(root: Path, instant: Instant) -> list[str]:
-    """Completed-state files of one instant on the timeline (exactly one when it completed once)."""
-    table = Table.open(str(root))
-    folder = root / table.config.timeline_path
-    names = [p.name for p in folder.iterdir() if p.is_file()]
-    out = []
-    for name in names:
-        parsed = Instant.try_parse(name)
-        if parsed is not None and parsed.time == instant.time and parsed.state is State.COMPLETED:
-            out.append(name)
-    return out
 
 
 def _service(instant: Instant) -> str:
@@ -272,7 +82,7 @@ def test_three_replicas_run_thirty_instants_exactly_once(
     cluster = Cluster(tmp_path, zookeeper_server, tables)
     cluster_factory.append(cluster)
     replicas = [cluster.start(f"r{n}") for n in (1, 2, 3)]
-    took = _wait_completed(tables, 600, cluster)
+    took = wait_completed(tables, 600, cluster)
     time.sleep(3 * POLL_INTERVAL)  # one more poll each: the pending gauges fall to 0
     final = [r.scrape() for r in replicas]
     codes = [cluster.stop(r) for r in replicas]
@@ -280,7 +90,7 @@ def test_three_replicas_run_thirty_instants_exactly_once(
 
     # Exactly once: one completed file per instant, one run and one completion in the logs of all replicas.
     for t, instant in pending:
-        files = _completed_files(t.root, instant)
+        files = completed_files(t.root, instant)
         assert len(files) == 1, f"{t.root.name} {instant}: {files}"
     runs = _events(replicas, "running ")
     finished: Counter[tuple[str, str]] = Counter()
@@ -416,13 +226,13 @@ def test_a_replica_killed_mid_job_leaves_the_instant_to_another(
     cluster.wait_ready(rescuer)
     os.killpg(victim.proc.pid, signal.SIGKILL)  # the pod is gone: driver, Spark JVM and Python workers
     victim.proc.wait(30)
-    took = _wait_completed([t], 120, cluster)
+    took = wait_completed([t], 120, cluster)
     bound = SESSION_TIMEOUT + POLL_INTERVAL + TAKEOVER_GRACE
     assert took <= bound + 20, f"took {took:.1f} s after the kill (claims expire after {bound} s)"
     assert cluster.stop(rescuer) == 0
     for i in target:
         _one_base_file_per_group(t.root, i.time)
-        assert len(_completed_files(t.root, i)) == 1
+        assert len(completed_files(t.root, i)) == 1
     runs = _events([rescuer], "running ")
     assert {i for (_, _, i) in runs} >= {i.time for i in target}
     _same(before, _hudi_rs(t.root), "after the takeover")
@@ -441,7 +251,7 @@ def test_a_replica_whose_session_expires_does_not_commit(
     # replica takes its instants over while it is frozen.
     os.kill(cut_off.proc.pid, signal.SIGSTOP)
     try:
-        took = _wait_completed([t], SESSION_TIMEOUT + 120, cluster)
+        took = wait_completed([t], SESSION_TIMEOUT + 120, cluster)
     finally:
         os.kill(cut_off.proc.pid, signal.SIGCONT)
     # Woken up, the cut-off replica finds its session lost: it cancels its jobs and commits nothing.
@@ -455,7 +265,7 @@ def test_a_replica_whose_session_expires_does_not_commit(
     runs = _events([other], "running ")
     assert {i for (_, _, i) in runs} >= {i.time for i in target}
     for i in target:
-        assert len(_completed_files(t.root, i)) == 1
+        assert len(completed_files(t.root, i)) == 1
         _one_base_file_per_group(t.root, i.time)
     for rec in cut_off.records():
         msg = str(rec.get("msg", ""))

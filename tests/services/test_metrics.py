@@ -30,6 +30,7 @@ def touch_everything(m: Metrics) -> None:
     m.spark_up.set(1)
     m.poll_finished(0.5, ok=True, now=1_800_000_000.0)
     m.table_poll_finished("orders", 0.1, ok=False)
+    m.count_requests("orders", "poll", {"LIST": 1})
 
 
 def test_info_names_version_and_replica() -> None:
@@ -188,6 +189,7 @@ def touch_everything_of(m: Metrics, table: str) -> None:
     m.instants_scheduled.labels(table, "compaction").inc()
     m.instants_given_up.labels(table, "compaction").inc()
     m.table_poll_finished(table, 0.1, ok=False)
+    m.count_requests(table, "poll", {"LIST": 1})
 
 
 def test_metric_names_are_the_families_of_a_real_exposition() -> None:

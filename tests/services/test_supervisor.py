@@ -21,6 +21,7 @@ from hoodie.compaction.execute import prepare_compaction
 from hoodie.errors import StorageError
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
+from hoodie.storage.local import LocalBackend
 from hoodie.timeline.instant import State
 from hoodied.config import DaemonConfig
 from hoodied.coordination import EmbeddedCoordination
@@ -189,6 +190,9 @@ def test_sigterm_drains_then_cancels_a_running_job_and_exits_0(tmp_path: Path) -
 class ReadOnlyStorage(Storage):
     """A table on storage that refuses every write (a read-only mount or bucket policy)."""
 
+    def create(self, path: str, data: bytes, *, overwrite: bool = False) -> str | None:
+        raise StorageError(f"read-only: cannot write {path}")
+
     def create_stream(self, path: str, *, overwrite: bool = False) -> Any:
         raise StorageError(f"read-only: cannot write {path}")
 
@@ -218,7 +222,7 @@ def test_a_read_only_table_keeps_its_pending_work_in_view(tmp_path: Path, spark:
     s.refresh_tables()
     (watched,) = s.tables()
     plain = watched.storage
-    watched.storage = ReadOnlyStorage(plain.filesystem, plain.full_path(""), plain.uri)
+    watched.storage = ReadOnlyStorage(LocalBackend(), plain.full_path(""), plain.uri)
     items = s.poll()
     assert watched.last_error is None
     assert watched.schedule_error is not None

@@ -40,7 +40,7 @@ from hoodie.log.log_file import LogFile
 from hoodie.metadata.updates import update_for_clean
 from hoodie.metadata.writer import maintain_metadata_table, write_metadata_update
 from hoodie.metadata_table import refuse_metadata_table
-from hoodie.storage import Storage, check_relative
+from hoodie.storage import Storage, StorageRef, check_relative
 from hoodie.table import Table
 from hoodie.timeline.instant import CLEAN, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
@@ -79,8 +79,7 @@ class DeleteResult:
 class DeleteBatch:
     """A batch of files (relative paths) for one executor; small and picklable."""
 
-    base_uri: str
-    storage_options: tuple[tuple[str, str], ...]
+    storage: StorageRef
     paths: tuple[str, ...]
 
 
@@ -99,11 +98,8 @@ class PreparedClean:
 
     def batches(self, storage: Storage, size: int) -> list[DeleteBatch]:
         paths = self.paths
-        options = tuple(sorted(storage.options.items()))
-        return [
-            DeleteBatch(storage.uri, options, tuple(paths[i : i + size]))
-            for i in range(0, len(paths), max(1, size))
-        ]
+        ref = storage.ref()
+        return [DeleteBatch(ref, tuple(paths[i : i + size])) for i in range(0, len(paths), max(1, size))]
 
 
 @dataclass(frozen=True)
@@ -228,7 +224,7 @@ def prepare_clean(
 
 def delete_files(batch: DeleteBatch) -> list[DeleteResult]:
     """Delete one batch of files (see the module doc); never raises for one file's failure."""
-    storage = Storage.for_uri(batch.base_uri, dict(batch.storage_options))
+    storage = batch.storage.open()
     out = []
     for i, path in enumerate(batch.paths):
         if i == 1:

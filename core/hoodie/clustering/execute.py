@@ -70,7 +70,7 @@ from hoodie.lock import LockProvider
 from hoodie.log.log_file import LogFile
 from hoodie.read.conform import conform_table
 from hoodie.read.merge import drop_deleted_rows
-from hoodie.storage import Storage
+from hoodie.storage import Storage, StorageRef
 from hoodie.table import RECORD_KEY, Table
 from hoodie.timeline.instant import WRITE_ACTIONS, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
@@ -125,8 +125,7 @@ class ClusteringConflict(CommitConflict):
 class ClusteringTask:
     """Everything an executor needs to rewrite one clustering group; small and picklable."""
 
-    base_uri: str
-    storage_options: tuple[tuple[str, str], ...]
+    storage: StorageRef
     instant_time: str
     index: int
     partition_path: str
@@ -250,8 +249,7 @@ def prepare_clustering(
     options = parquet or ParquetOptions.from_config(table.config.props)
     tasks = tuple(
         ClusteringTask(
-            base_uri=storage.uri,
-            storage_options=tuple(sorted(storage.options.items())),
+            storage=storage.ref(),
             instant_time=instant.time,
             index=i,
             partition_path=group.slices[0].partition_path,
@@ -399,7 +397,7 @@ def _abort(
 def run_clustering_task(task: ClusteringTask, write_token: str) -> TaskResult:
     """Rewrite one clustering group into new file groups (see the module doc)."""
     started = time.monotonic()
-    storage = Storage.for_uri(task.base_uri, dict(task.storage_options))
+    storage = task.storage.open()
     table = Table.load(storage)
     cfg = table.config
     T = task.instant_time

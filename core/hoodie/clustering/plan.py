@@ -473,7 +473,7 @@ def _slice_info(storage: Storage, file_slice: FileSlice) -> SliceInfo:
 
 def _full(storage: Storage, rel: str) -> str:
     """The full path Hudi writes into plans for a file (``/abs/path`` locally, ``scheme://...`` else)."""
-    return storage.full_path(rel) if storage.is_local else f"{storage.uri.rstrip('/')}/{rel}"
+    return storage.full_path(rel)
 
 
 def requested_action(table_version: int) -> str:

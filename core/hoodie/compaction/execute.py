@@ -39,7 +39,7 @@ from hoodie.file_group.file_group import FileGroupId, FileSlice
 from hoodie.lock import LockProvider
 from hoodie.log.log_file import LogFile
 from hoodie.read.conform import conform_table
-from hoodie.storage import Storage
+from hoodie.storage import Storage, StorageRef
 from hoodie.table import Table
 from hoodie.timeline.instant import COMPACTION, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
@@ -81,8 +81,7 @@ class CompactionFailed(HoodieError):
 class CompactionTask:
     """Everything an executor needs to compact one operation; small and picklable."""
 
-    base_uri: str
-    storage_options: tuple[tuple[str, str], ...]
+    storage: StorageRef
     instant_time: str
     index: int
     operation: CompactionOperation
@@ -185,8 +184,7 @@ def prepare_compaction(
     options = parquet or ParquetOptions.from_config(table.config.props)
     tasks = tuple(
         CompactionTask(
-            base_uri=storage.uri,
-            storage_options=tuple(sorted(storage.options.items())),
+            storage=storage.ref(),
             instant_time=instant.time,
             index=i,
             operation=op,
@@ -204,7 +202,7 @@ def prepare_compaction(
 def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
     """Compact one file slice into a new base file (see the module doc)."""
     started = time.monotonic()
-    storage = Storage.for_uri(task.base_uri, dict(task.storage_options))
+    storage = task.storage.open()
     table = Table.load(storage)
     cfg = table.config
     op = task.operation

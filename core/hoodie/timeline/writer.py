@@ -186,7 +186,7 @@ class TimelineWriter:
         time_generator: InstantTimeGenerator | None = None,
         lock_timeout: float = DEFAULT_ACQUIRE_TIMEOUT_SECONDS,
     ) -> None:
-        if lock is None and not storage.is_local:
+        if lock is None and not storage.conditional_create:
             raise LockRequired(
                 f"writing the timeline of {storage.uri} needs a lock provider: the store offers no atomic "
                 "create-if-absent, so transitions must be checked and written under the table lock"
@@ -363,13 +363,13 @@ class TimelineWriter:
     def _write(self, instant: Instant, data: bytes) -> None:
         name = instant.file_name_for(self.layout_version)
         path = f"{self.folder}/{name}"
-        if self.storage.is_local:
+        if self.storage.conditional_create:
             try:
                 self.storage.create(path, data)
             except FileAlreadyExists:
                 raise CommitConflict(f"{name} was written by another writer first") from None
             return
-        # Object store: no create-if-absent; we hold the table lock (the constructor insists on one).
+        # No create-if-absent here: we hold the table lock (the constructor insists on one).
         if self.storage.exists(path):
             raise CommitConflict(f"{name} was written by another writer first")
         self.storage.create(path, data, overwrite=True)

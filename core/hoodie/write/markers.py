@@ -92,7 +92,7 @@ class Markers:
         marker = Marker(check_relative(partition), file_name, IOType(io_type))
         path = f"{self.folder}/{marker.marker_path}"
         with contextlib.suppress(FileAlreadyExists):
-            self.storage.create(path, b"", overwrite=not self.storage.is_local)
+            self.storage.create(path, b"", overwrite=not self.storage.conditional_create)
         return marker
 
     def list(self) -> builtins.list[Marker]:

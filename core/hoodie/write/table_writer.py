@@ -47,7 +47,7 @@ from hoodie.errors import FileAlreadyExists, HoodieError, SchemaMismatch, WriteC
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileSlice
 from hoodie.keygen import partition_paths, record_keys
-from hoodie.lock import FileSystemLock, LockProvider
+from hoodie.lock import LockProvider, lock_for_table
 from hoodie.log.block import HeaderKey
 from hoodie.log.log_file import LogFile
 from hoodie.log.writer import (
@@ -138,7 +138,7 @@ class TableWriter:
         rng: random.Random | None = None,
     ) -> None:
         self.storage = storage
-        self.lock: LockProvider = lock or FileSystemLock(storage)
+        self.lock: LockProvider = lock or lock_for_table(storage, {})
         self.write_config = config or WriteConfig()
         self._rng = rng or random.Random()
 

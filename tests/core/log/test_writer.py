@@ -44,6 +44,7 @@ from hoodie.log.writer import (
 )
 from hoodie.schema import avro_to_arrow_schema, compile_avro_schema
 from hoodie.storage import Storage
+from hoodie.storage.local import LocalBackend
 
 T1 = "20240101000000000"
 T2 = "20240102000000000"
@@ -868,15 +869,14 @@ class RacingStorage(Storage):
     """A real local storage on which another writer creates each log file name just before we do."""
 
     def __init__(self, root: Path, races: int) -> None:
-        base = Storage.for_uri(str(root))
-        super().__init__(base.filesystem, str(root), str(root))
+        super().__init__(LocalBackend(), str(root), str(root))
         self.races = races
 
-    def create(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
+    def create(self, path: str, data: bytes, *, overwrite: bool = False) -> str | None:
         if self.races and LogFile.try_parse(path.rsplit("/", 1)[-1]):
             self.races -= 1
             super().create(path, b"the other writer's file")
-        super().create(path, data, overwrite=overwrite)
+        return super().create(path, data, overwrite=overwrite)
 
 
 def test_a_name_taken_meanwhile_moves_the_file_to_the_next_version(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from hoodie.config import TableConfig
 from hoodie.errors import CommitConflict, LockRequired, UnsupportedTable
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
+from hoodie.storage.arrow_fs import ArrowFsBackend
 from hoodie.timeline import metadata as md
 from hoodie.timeline.instant import (
     CLEAN,
@@ -419,7 +420,9 @@ def test_object_store_transitions_need_the_lock_and_check_under_it(tmp_path: Pat
     table = tmp_path / "table"
     local_storage, config = new_table(table, 8)
     # A file system without create-if-absent (as object stores through pyarrow); the lock lives elsewhere.
-    remote = Storage(pafs.SubTreeFileSystem(str(table), pafs.LocalFileSystem()), "", "sub://table")
+    remote = Storage(
+        ArrowFsBackend(pafs.SubTreeFileSystem(str(table), pafs.LocalFileSystem())), "", "sub://table"
+    )
     assert not remote.is_local
     with pytest.raises(LockRequired, match="no atomic create-if-absent"):
         TimelineWriter(remote, config)

@@ -1,11 +1,4 @@
-"""The table lock: one writer at a time changes what must change atomically across processes.
-
-Instant times are taken under it, and so are completions of v8+ instants (their completion times) and every
-timeline transition on stores without an atomic create-if-absent. A :class:`LockProvider` is deliberately
-small (acquire with a timeout, release, ``is_held``, ``with``) so that a ZooKeeper lock shared with Hudi's
-``ZookeeperBasedLockProvider`` can stand behind the same protocol.
-
-:class:`FileSystemLock` is the lock for tables on a local file system, in the place Hudi's
+""":class:`FileSystemLock`: the lock for tables on a local file system, in the place Hudi's
 ``FileSystemBasedLockProvider`` uses by default, ``<base path>/.hoodie/lock``:
 
 - Acquiring is an atomic create-if-absent of the lock file. The file holds one JSON object naming the holder
@@ -30,7 +23,6 @@ sections well below ``expire_seconds``.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -38,81 +30,15 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Protocol, Self, runtime_checkable
 
 from hoodie.errors import FileAlreadyExists, LockError, LockLost, LockTimeout
+from hoodie.lock.provider import DEFAULT_ACQUIRE_TIMEOUT_SECONDS, AcquireOnEnter
 from hoodie.storage import Storage
 
 DEFAULT_LOCK_PATH = ".hoodie/lock"
 DEFAULT_EXPIRE_SECONDS = 60.0
-DEFAULT_ACQUIRE_TIMEOUT_SECONDS = 60.0
 GUARD_STALE_SECONDS = 10.0
-
-
-@runtime_checkable
-class LockProvider(Protocol):
-    """A mutual-exclusion lock for one table, across processes (and hosts, for lock servers).
-
-    ``acquire`` raises :class:`~hoodie.errors.LockTimeout` when the lock is not free within ``timeout``
-    seconds; ``release`` raises :class:`~hoodie.errors.LockLost` when the lock turned out to be taken over.
-    ``is_held`` is true between a successful ``acquire`` and ``release`` while the lock is still ours
-    (not expired, session not lost); callers that find it true are inside their own critical section.
-    ``with lock:`` acquires with the provider's default timeout.
-    """
-
-    def acquire(self, timeout: float) -> None: ...
-
-    def release(self) -> None: ...
-
-    @property
-    def is_held(self) -> bool: ...
-
-    def __enter__(self) -> Self: ...
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
-
-
-@contextlib.contextmanager
-def held(lock: LockProvider) -> Iterator[None]:
-    """Hold ``lock`` for the block; a caller that already holds it keeps it (re-entrant use of a lock
-    object that is not itself re-entrant)."""
-    if lock.is_held:
-        yield
-        return
-    with lock:
-        yield
-
-
-class AcquireOnEnter:
-    """``with lock:`` for lock classes: acquire with the object's ``_acquire_timeout``, release on exit."""
-
-    _acquire_timeout: float
-
-    def acquire(self, timeout: float) -> None:
-        raise NotImplementedError
-
-    def release(self) -> None:
-        raise NotImplementedError
-
-    def __enter__(self) -> Self:
-        self.acquire(self._acquire_timeout)
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
 
 @dataclass(frozen=True)
@@ -295,3 +221,12 @@ class FileSystemLock(AcquireOnEnter):
             return
         if mtime_ns is not None and time.time() - mtime_ns / 1e9 > GUARD_STALE_SECONDS:
             self._storage.delete(guard)
+
+
+__all__ = [
+    "DEFAULT_EXPIRE_SECONDS",
+    "DEFAULT_LOCK_PATH",
+    "GUARD_STALE_SECONDS",
+    "FileSystemLock",
+    "LockHolder",
+]

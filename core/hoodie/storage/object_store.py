@@ -1,0 +1,308 @@
+"""Object stores (S3 and S3-compatible stores, GCS, Azure Blob / ADLS) through ``obstore``.
+
+Why ``obstore`` (the Python binding of the Rust ``object_store`` crate, which hudi-rs uses too): timeline
+files need an atomic create-if-absent and the storage-based table lock a conditional replace, and pyarrow's
+file systems expose neither. ``object_store`` does both on every store that has them (S3 ``If-None-Match: *``
+and ``If-Match``, GCS ``ifGenerationMatch``, Azure ``If-None-Match`` / ``If-Match``), reads the standard
+environment variables of each store, retries throttled and failed requests with back-off, and has no
+dependencies of its own.
+
+Keys are object keys within the bucket (container). Folders do not exist on object stores: a listing shows
+the common prefixes of the keys below it as folders, a folder "exists" when some key lies below it, and
+deleting one deletes every key below it.
+
+An S3-compatible store that ignores ``If-None-Match`` (some older ones) would make create-if-absent a plain
+overwrite: give the storage option ``conditional_put=false`` and hoodied then writes timeline files only under
+the table lock, checking first, as for a file system without create-if-absent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import obstore
+import pyarrow as pa
+from obstore.exceptions import AlreadyExistsError, PreconditionError
+from obstore.store import AzureStore, GCSStore, S3Store
+
+from hoodie.errors import FileAlreadyExists, StorageError, VersionConflict
+from hoodie.storage.backend import KeyInfo, RequestCounter, format_options
+
+#: Parts of a streamed upload (a multipart upload on S3): 16 MiB.
+UPLOAD_CHUNK_BYTES = 16 * 1024 * 1024
+
+_STORES: dict[tuple[str, str, tuple[tuple[str, str], ...]], Any] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def open_store(scheme: str, bucket: str, config: Mapping[str, str], client: Mapping[str, str]) -> Any:
+    """The store of one bucket with one configuration, shared by every storage of this process (one
+    connection pool per bucket). Raises StorageError for an option the store does not know."""
+    key = (scheme, bucket, tuple(sorted({**config, **{f"client.{k}": v for k, v in client.items()}}.items())))
+    with _STORES_LOCK:
+        store = _STORES.get(key)
+        if store is not None:
+            return store
+        kind: type[Any] = {"s3": S3Store, "gs": GCSStore, "az": AzureStore}[scheme]
+        try:
+            store = kind(bucket, config=dict(config) or None, client_options=dict(client) or None)
+        except Exception as e:  # obstore raises its own errors for unknown keys and bad values
+            shown = format_options({**config, **client})
+            raise StorageError(
+                f"cannot open the {scheme} store {bucket!r} with options {{{shown}}}: {e}"
+            ) from e
+        _STORES[key] = store
+        return store
+
+
+class ObjectStoreBackend:
+    """One bucket (container) of an object store."""
+
+    versioned = True
+    is_local = False
+
+    def __init__(
+        self, scheme: str, bucket: str, store: Any, *, conditional_create: bool, uri_scheme: str
+    ) -> None:
+        self._scheme = scheme
+        self._bucket = bucket
+        self._store = store
+        self._uri_scheme = uri_scheme
+        self.conditional_create = conditional_create
+        self.counter = RequestCounter()
+
+    # -- reads -------------------------------------------------------------------------------------------
+
+    def list(self, key: str, recursive: bool) -> list[KeyInfo]:
+        prefix = f"{key}/" if key else None
+        try:
+            if recursive:
+                out: list[KeyInfo] = []
+                for chunk in obstore.list(self._store, prefix):
+                    self.counter.add("LIST")
+                    out.extend(_key_info(meta) for meta in chunk)
+                return out
+            self.counter.add("LIST")
+            listed = obstore.list_with_delimiter(self._store, prefix)
+        except FileNotFoundError:
+            return []
+        except Exception as e:
+            raise StorageError(f"cannot list {self.uri_of(key)}: {e}") from e
+        folders = [KeyInfo(p.rstrip("/"), 0, None, True) for p in listed["common_prefixes"]]
+        return folders + [_key_info(meta) for meta in listed["objects"]]
+
+    def head(self, key: str) -> KeyInfo:
+        self.counter.add("HEAD")
+        try:
+            return _key_info(obstore.head(self._store, key))
+        except FileNotFoundError:
+            if self._is_folder(key):
+                return KeyInfo(key, 0, None, True)
+            raise FileNotFoundError(self.uri_of(key)) from None
+        except Exception as e:
+            raise StorageError(f"cannot look at {self.uri_of(key)}: {e}") from e
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.head(key)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def _is_folder(self, key: str) -> bool:
+        self.counter.add("LIST")
+        try:
+            listed = obstore.list_with_delimiter(self._store, f"{key}/" if key else None)
+        except FileNotFoundError:
+            return False
+        return bool(listed["objects"] or listed["common_prefixes"])
+
+    def get(self, key: str) -> bytes:
+        return self.get_versioned(key)[0]
+
+    def get_versioned(self, key: str) -> tuple[bytes, str]:
+        self.counter.add("GET")
+        try:
+            result = obstore.get(self._store, key)
+            data = bytes(result.bytes())
+        except FileNotFoundError:
+            raise FileNotFoundError(self.uri_of(key)) from None
+        except Exception as e:
+            raise StorageError(f"cannot read {self.uri_of(key)}: {e}") from e
+        return data, str(result.meta.get("e_tag") or result.meta.get("version") or "")
+
+    def open_input_file(self, key: str) -> pa.NativeFile:
+        """A random-access file (Parquet reads fetch the ranges they need)."""
+        self.counter.add("HEAD")
+        try:
+            reader = obstore.open_reader(self._store, key)
+        except FileNotFoundError:
+            raise FileNotFoundError(self.uri_of(key)) from None
+        except Exception as e:
+            raise StorageError(f"cannot open {self.uri_of(key)}: {e}") from e
+        return pa.PythonFile(_CountedReader(reader, self.counter), mode="r")
+
+    # -- writes ------------------------------------------------------------------------------------------
+
+    def put(self, key: str, data: bytes, *, create: bool) -> str | None:
+        if create and not self.conditional_create:
+            raise StorageError(
+                f"atomic create-if-absent of {self.uri_of(key)} is turned off for this store "
+                "(conditional_put=false); take the table lock and overwrite explicitly"
+            )
+        self.counter.add("PUT")
+        try:
+            result = obstore.put(self._store, key, data, mode="create" if create else "overwrite")
+        except AlreadyExistsError as e:
+            raise FileAlreadyExists(self.uri_of(key)) from e
+        except PreconditionError as e:
+            raise FileAlreadyExists(self.uri_of(key)) from e
+        except Exception as e:
+            raise StorageError(f"cannot write {self.uri_of(key)}: {e}") from e
+        return result.get("e_tag")
+
+    def put_if_version(self, key: str, data: bytes, version: str) -> str:
+        self.counter.add("PUT")
+        try:
+            result = obstore.put(self._store, key, data, mode={"e_tag": version})
+        except (PreconditionError, FileNotFoundError) as e:
+            raise VersionConflict(f"{self.uri_of(key)} is not at version {version} any more") from e
+        except Exception as e:
+            raise StorageError(f"cannot write {self.uri_of(key)}: {e}") from e
+        return str(result.get("e_tag") or "")
+
+    @contextlib.contextmanager
+    def open_output_stream(self, key: str, *, create: bool) -> Iterator[pa.NativeFile]:
+        """A streamed upload (in parts of :data:`UPLOAD_CHUNK_BYTES`): the object appears when the block ends;
+        on an error nothing appears. A plain upload: callers give the file a name only they use (data
+        files carry their writer's token and instant)."""
+        self.counter.add("PUT")
+        try:
+            writer = obstore.open_writer(self._store, key, buffer_size=UPLOAD_CHUNK_BYTES)
+        except Exception as e:
+            raise StorageError(f"cannot write {self.uri_of(key)}: {e}") from e
+        sink = _CountedWriter(writer, self.counter)
+        out = pa.PythonFile(sink, mode="w")
+        try:
+            yield out
+        except BaseException:
+            sink.abandon()  # not completed: the upload never becomes an object
+            raise
+        try:
+            writer.close()
+        except Exception as e:
+            raise StorageError(f"cannot write {self.uri_of(key)}: {e}") from e
+
+    def delete(self, key: str) -> bool:
+        try:
+            self.head(key)
+        except FileNotFoundError:
+            return False
+        self.counter.add("DELETE")
+        try:
+            obstore.delete(self._store, key)
+        except FileNotFoundError:
+            return False
+        except Exception as e:
+            raise StorageError(f"cannot delete {self.uri_of(key)}: {e}") from e
+        return True
+
+    def delete_prefix(self, key: str) -> None:
+        keys = [k.key for k in self.list(key, recursive=True) if not k.is_dir]
+        for i in range(0, len(keys), 1000):
+            self.counter.add("DELETE")
+            try:
+                obstore.delete(self._store, keys[i : i + 1000])
+            except Exception as e:
+                raise StorageError(f"cannot delete below {self.uri_of(key)}: {e}") from e
+
+    def uri_of(self, key: str) -> str:
+        return f"{self._uri_scheme}://{self._bucket}/{key}" if key else f"{self._uri_scheme}://{self._bucket}"
+
+
+class _CountedReader:
+    """obstore's reader, counting each read as a GET (a ranged request when its buffer is empty)."""
+
+    def __init__(self, reader: Any, counter: RequestCounter) -> None:
+        self._reader = reader
+        self._counter = counter
+        self.closed = False
+
+    def read(self, size: int = -1) -> bytes:
+        self._counter.add("GET")
+        return bytes(self._reader.read(size) if size >= 0 else self._reader.read())
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return int(self._reader.seek(offset, whence))
+
+    def tell(self) -> int:
+        return int(self._reader.tell())
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def size(self) -> int:
+        return int(self._reader.size)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._reader.close()
+
+
+class _CountedWriter:
+    """obstore's writer as a Python file for pyarrow; each part it sends is a PUT."""
+
+    def __init__(self, writer: Any, counter: RequestCounter) -> None:
+        self._writer = writer
+        self._counter = counter
+        self._written = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        n = len(memoryview(data))
+        before = self._written // UPLOAD_CHUNK_BYTES
+        self._writer.write(bytes(data))
+        self._written += n
+        self._counter.add("PUT", self._written // UPLOAD_CHUNK_BYTES - before)
+        return n
+
+    def flush(self) -> None:
+        """Parts go out as they fill; the rest when the upload completes."""
+
+    def tell(self) -> int:
+        return self._written
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        """Closing the Python file does not complete the upload: the stream's owner does."""
+        self.closed = True
+
+    def abandon(self) -> None:
+        self.closed = True
+
+
+def _key_info(meta: Mapping[str, Any]) -> KeyInfo:
+    modified = meta.get("last_modified")
+    mtime = int(modified.timestamp() * 1_000_000_000) if modified is not None else None
+    return KeyInfo(str(meta["path"]), int(meta.get("size") or 0), mtime, False, meta.get("e_tag"))
+
+
+__all__ = ["UPLOAD_CHUNK_BYTES", "ObjectStoreBackend", "open_store"]

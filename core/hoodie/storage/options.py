@@ -1,0 +1,146 @@
+"""One way to configure a store, everywhere: storage options and the standard environment variables.
+
+Every command, the daemon and the Spark tasks open storage through :func:`backend_for`, so the same things
+work in each:
+
+- **Environment variables** of each store, read by the store itself: S3 ``AWS_ENDPOINT_URL``,
+  ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION`` (or
+  ``AWS_DEFAULT_REGION``), ``AWS_ALLOW_HTTP``; GCS ``GOOGLE_SERVICE_ACCOUNT`` (a key file's path),
+  ``GOOGLE_SERVICE_ACCOUNT_KEY``, ``GOOGLE_APPLICATION_CREDENTIALS``; Azure ``AZURE_STORAGE_ACCOUNT_NAME``,
+  ``AZURE_STORAGE_ACCOUNT_KEY``, ``AZURE_STORAGE_SAS_TOKEN``, ``AZURE_STORAGE_USE_EMULATOR`` (Azurite).
+- **Storage options** (``tables[].storage_options``, ``--storage-option KEY=VALUE``), which win over the
+  environment: the store's own keys (``object_store``'s: ``access_key_id``, ``secret_access_key``,
+  ``session_token``, ``region``, ``endpoint``, ``allow_http``, ``virtual_hosted_style_request``,
+  ``skip_signature``, ``google_service_account``, ``account_name``, ``account_key``, ``use_emulator``...), and
+  the keys of pyarrow's ``S3FileSystem`` hoodied took before (``access_key``, ``secret_key``,
+  ``session_token``, ``region``, ``endpoint_override`` with ``scheme``, ``force_virtual_addressing``,
+  ``anonymous``), translated. ``conditional_put: false`` tells hoodied the store ignores conditional writes.
+
+Schemes: ``s3``, ``s3a`` (S3 and S3-compatible stores), ``gs``, ``gcs`` (GCS), ``az``, ``abfs``, ``abfss``
+(Azure: ``abfs[s]://container@account.dfs.core.windows.net/path``), a local path or ``file://``, and
+``hdfs`` (through pyarrow, without create-if-absent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from hoodie.errors import StorageError
+from hoodie.storage.arrow_fs import ArrowFsBackend
+from hoodie.storage.backend import Backend
+from hoodie.storage.local import LocalBackend
+from hoodie.storage.object_store import ObjectStoreBackend, open_store
+
+_STORE_OF_SCHEME = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "abfs": "az", "abfss": "az"}
+
+#: pyarrow ``S3FileSystem`` keys -> ``object_store`` keys.
+_PYARROW_S3 = {
+    "access_key": "access_key_id",
+    "secret_key": "secret_access_key",
+    "session_token": "session_token",
+    "region": "region",
+    "force_virtual_addressing": "virtual_hosted_style_request",
+    "anonymous": "skip_signature",
+}
+#: Keys that configure the HTTP client rather than the store.
+_CLIENT_KEYS = frozenset(
+    {"allow_http", "allow_invalid_certificates", "timeout", "connect_timeout", "proxy_url"}
+)
+CONDITIONAL_PUT = "conditional_put"
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a table lives: the backend and the key of its base path within it."""
+
+    backend: Backend
+    root: str
+
+
+def backend_for(uri: str, options: Mapping[str, str] | None = None) -> Location:
+    """The backend and root key of ``uri`` (see the module doc); :class:`StorageError` for an unknown scheme
+    or an option the store refuses."""
+    parsed = urlparse(uri)
+    scheme = parsed.scheme.lower()
+    opts = {str(k): str(v) for k, v in (options or {}).items()}
+    if scheme in ("", "file") or len(scheme) == 1:  # a path (or a Windows drive letter)
+        import os
+
+        local = parsed.path if scheme == "file" else uri
+        return Location(LocalBackend(), os.path.abspath(local))
+    store_kind = _STORE_OF_SCHEME.get(scheme)
+    if store_kind is not None:
+        bucket, root = _bucket_and_root(store_kind, parsed)
+        conditional = opts.pop(CONDITIONAL_PUT, "true").strip().lower() != "false"
+        config, client = _store_config(store_kind, opts, parsed)
+        store = open_store(store_kind, bucket, config, client)
+        backend = ObjectStoreBackend(
+            store_kind,
+            _bucket_name(store_kind, parsed),
+            store,
+            conditional_create=conditional,
+            uri_scheme=scheme,
+        )
+        return Location(backend, root)
+    try:
+        if opts:
+            if scheme != "hdfs":
+                raise StorageError(f"no storage backend with options for scheme {scheme!r}")
+            fs: pafs.FileSystem = pafs.HadoopFileSystem(**opts)
+            root = (parsed.netloc + parsed.path).rstrip("/")
+        else:
+            fs, root = pafs.FileSystem.from_uri(uri)
+    except StorageError:
+        raise
+    except (pa.ArrowException, ValueError, TypeError) as e:
+        raise StorageError(f"cannot open storage for {uri!r}: {e}") from e
+    return Location(ArrowFsBackend(fs, scheme), root.rstrip("/"))
+
+
+def _bucket_and_root(kind: str, parsed: object) -> tuple[str, str]:
+    netloc = getattr(parsed, "netloc", "")
+    path = getattr(parsed, "path", "")
+    if not netloc:
+        raise StorageError(f"{kind} URI without a bucket: {getattr(parsed, 'geturl', lambda: '')()!r}")
+    return netloc, path.strip("/")
+
+
+def _bucket_name(kind: str, parsed: object) -> str:
+    netloc = str(getattr(parsed, "netloc", ""))
+    # abfs[s]://container@account.dfs.core.windows.net: the container is the part before '@'.
+    return netloc.split("@", 1)[0] if kind == "az" else netloc
+
+
+def _store_config(kind: str, opts: dict[str, str], parsed: object) -> tuple[dict[str, str], dict[str, str]]:
+    config: dict[str, str] = {}
+    client: dict[str, str] = {}
+    scheme_opt = opts.pop("scheme", "").strip().lower()
+    endpoint = opts.pop("endpoint_override", "").strip()
+    if endpoint:
+        if "://" not in endpoint:
+            endpoint = f"{scheme_opt or 'https'}://{endpoint}"
+        config["endpoint"] = endpoint
+        if endpoint.startswith("http://"):
+            client["allow_http"] = "true"
+    elif scheme_opt == "http":
+        client["allow_http"] = "true"
+    for key, value in opts.items():
+        k = key.strip()
+        if kind == "s3" and k in _PYARROW_S3:
+            config[_PYARROW_S3[k]] = value
+        elif k in _CLIENT_KEYS:
+            client[k] = value
+        else:
+            config[k] = value
+    netloc = str(getattr(parsed, "netloc", ""))
+    if kind == "az" and "@" in netloc and "account_name" not in config:
+        config["account_name"] = netloc.split("@", 1)[1].split(".", 1)[0]
+    return config, client
+
+
+__all__ = ["CONDITIONAL_PUT", "Location", "backend_for"]

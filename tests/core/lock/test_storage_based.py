@@ -1,0 +1,126 @@
+"""The storage-based lock (Hudi's StorageBasedLockProvider) on an S3-compatible server: Hudi's file and
+JSON, exclusion between processes, a dead holder's lock free after its validity, a lost lock reported."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import time
+import uuid
+
+import pytest
+
+from hoodie.errors import InvalidWriteConfig, LockLost, LockTimeout
+from hoodie.lock import StorageLock, StorageLockConfig
+from hoodie.lock.storage_based import LOCK_FILE, encode_state
+from hoodie.storage import Storage
+from support.s3_server import S3Server
+
+pytestmark = [pytest.mark.s3, pytest.mark.slow]
+
+FAST = StorageLockConfig(validity_seconds=10, renew_seconds=1)
+
+
+@pytest.fixture
+def table_uri(s3_server: S3Server) -> str:
+    return f"{s3_server.bucket('locks')}/t-{uuid.uuid4().hex[:8]}"
+
+
+def test_the_lock_file_is_hudis(table_uri: str) -> None:
+    storage = Storage.for_uri(table_uri)
+    lock = StorageLock(storage, FAST)
+    with lock:
+        doc = json.loads(storage.read(LOCK_FILE))
+        assert list(doc) == ["expired", "validUntil", "owner"]
+        assert doc["expired"] is False
+        assert doc["owner"] == lock.owner
+        assert doc["validUntil"] > time.time() * 1000 + 8000
+    doc = json.loads(storage.read(LOCK_FILE))
+    assert doc["expired"] is True  # released: marked expired, never deleted
+    assert encode_state(False, 5, "o") == b'{"expired":false,"validUntil":5,"owner":"o"}'
+
+
+def test_a_second_holder_waits_then_takes_it(table_uri: str) -> None:
+    storage = Storage.for_uri(table_uri)
+    first, second = StorageLock(storage, FAST), StorageLock(storage, FAST)
+    first.acquire(5)
+    with pytest.raises(LockTimeout, match=f"held by owner {first.owner}"):
+        second.acquire(1.5)
+    first.release()
+    second.acquire(5)
+    assert second.is_held
+    second.release()
+
+
+def test_renewal_keeps_it_and_a_takeover_is_reported(table_uri: str) -> None:
+    storage = Storage.for_uri(table_uri)
+    lock = StorageLock(storage, FAST)
+    lock.acquire(5)
+    first = json.loads(storage.read(LOCK_FILE))["validUntil"]
+    time.sleep(2.5)
+    assert json.loads(storage.read(LOCK_FILE))["validUntil"] > first  # renewed
+    # Someone else overwrites the lock (as a holder that believed it expired would): ours is lost.
+    state = lock.state()
+    assert state is not None
+    storage.replace_if_version(LOCK_FILE, encode_state(False, 2**62, "intruder"), state.version)
+    time.sleep(2.5)
+    assert not lock.is_held
+    with pytest.raises(LockLost):
+        lock.release()
+
+
+def test_settings_are_checked_as_hudi_checks_them() -> None:
+    with pytest.raises(InvalidWriteConfig, match="at least 10 times"):
+        StorageLockConfig(validity_seconds=20, renew_seconds=5)
+    config = StorageLockConfig.from_config({"hoodie.write.lock.storage.heartbeat.poll.secs": "2"})
+    assert config == StorageLockConfig(validity_seconds=300, renew_seconds=2)
+
+
+def _count(uri: str, rounds: int) -> None:
+    storage = Storage.for_uri(uri)
+    lock = StorageLock(storage, FAST, acquire_timeout=120)
+    for _ in range(rounds):
+        with lock:
+            n = int(storage.read("counter"))
+            time.sleep(0.01)
+            storage.create("counter", str(n + 1).encode(), overwrite=True)
+
+
+def test_processes_exclude_each_other(table_uri: str) -> None:
+    Storage.for_uri(table_uri).create("counter", b"0")
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_count, args=(table_uri, 6)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(300)
+        assert p.exitcode == 0
+    assert Storage.for_uri(table_uri).read("counter") == b"18"  # no increment lost: never two holders
+
+
+def _hold_forever(uri: str, ready: object) -> None:
+    lock = StorageLock(Storage.for_uri(uri), FAST)
+    lock.acquire(10)
+    ready.set()  # type: ignore[attr-defined]
+    time.sleep(3600)
+
+
+def test_a_dead_holders_lock_is_free_after_its_validity(table_uri: str) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    holder = ctx.Process(target=_hold_forever, args=(table_uri, ready))
+    holder.start()
+    assert ready.wait(60)
+    time.sleep(1.5)  # it renews at least once
+    os.kill(holder.pid, signal.SIGKILL)  # type: ignore[arg-type]
+    holder.join()
+    killed_at = time.monotonic()
+    waiting = StorageLock(Storage.for_uri(table_uri), FAST)
+    with pytest.raises(LockTimeout):
+        waiting.acquire(5)  # still within its validity
+    waiting.acquire(30)
+    waited = time.monotonic() - killed_at
+    assert 8 < waited < 20, waited  # validity 10 s after its last renewal, + 0.5 s of clock drift
+    waiting.release()

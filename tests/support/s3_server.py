@@ -1,0 +1,135 @@
+"""An S3-compatible server on loopback for tests: moto's server (``moto_server``), a real HTTP server speaking
+S3's protocol (conditional writes included), started on a free port and stopped by its PID.
+
+:meth:`S3Server.environment` gives the standard variables every client reads (``AWS_ENDPOINT_URL``,
+``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, ``AWS_ALLOW_HTTP``): hoodie's storage,
+hudi-rs, a subprocess running hoodied. :meth:`S3Server.upload` copies a local table into a bucket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import BinaryIO
+
+import boto3
+
+ACCESS_KEY = "hoodied-test"
+SECRET_KEY = "hoodied-test-secret"
+REGION = "us-east-1"
+START_TIMEOUT_SECONDS = 60.0
+
+
+def moto_available() -> str | None:
+    """Why the server cannot run here, or ``None``."""
+    if shutil.which("moto_server") is None:
+        return "moto_server is not installed (the test extra installs moto[server])"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class S3Server:
+    """One moto server; :meth:`start`, then :meth:`stop` (kills it by PID)."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: BinaryIO | None = None
+
+    def environment(self) -> dict[str, str]:
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_ALLOW_HTTP": "true",
+        }
+
+    def start(self) -> None:
+        self._log = (self.work / "moto.log").open("wb")
+        self._process = subprocess.Popen(
+            ["moto_server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"moto_server exited: {(self.work / 'moto.log').read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(f"{self.endpoint}/", timeout=2).close()
+                return
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"moto_server did not answer within {START_TIMEOUT_SECONDS:.0f} s")
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def client(self) -> object:
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name=REGION,
+        )
+
+    def bucket(self, name: str) -> str:
+        """Create bucket ``name`` (if absent); returns ``s3://name``."""
+        client = self.client()
+        with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):  # type: ignore[attr-defined]
+            client.create_bucket(Bucket=name)  # type: ignore[attr-defined]
+        return f"s3://{name}"
+
+    def upload(self, folder: Path, uri: str) -> str:
+        """Copy every file below ``folder`` to ``uri`` (``s3://bucket/prefix``); returns ``uri``."""
+        bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+        self.bucket(bucket)
+        client = self.client()
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                key = f"{prefix.rstrip('/')}/{path.relative_to(folder).as_posix()}".lstrip("/")
+                client.upload_file(str(path), bucket, key)  # type: ignore[attr-defined]
+        return uri
+
+    def download(self, uri: str, folder: Path) -> Path:
+        """Copy every object below ``uri`` into ``folder``; returns ``folder``."""
+        bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+        client = self.client()
+        paginator = client.get_paginator("list_objects_v2")  # type: ignore[attr-defined]
+        for page in paginator.paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/"):
+            for obj in page.get("Contents", []):
+                rel = obj["Key"][len(prefix.rstrip("/")) + 1 :]
+                target = folder / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                client.download_file(bucket, obj["Key"], str(target))  # type: ignore[attr-defined]
+        return folder
+
+
+__all__ = ["S3Server", "free_port", "moto_available"]
