@@ -295,3 +295,27 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         else:
             os.environ[key] = value
     server.stop()
+
+
+# -- Azurite (the Azure Storage emulator) --------------------------------------------------------------------
+
+from support.azurite import Azurite, azurite_missing  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
+    """Azurite on 127.0.0.1 for the whole session, its address in the emulator's environment variables."""
+    missing = azurite_missing()
+    if missing:
+        pytest.skip(missing)
+    server = Azurite(tmp_path_factory.mktemp("azurite"))
+    server.start()
+    saved = {k: os.environ.get(k) for k in server.environment()}
+    os.environ.update(server.environment())
+    yield server
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    server.stop()

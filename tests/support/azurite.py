@@ -1,0 +1,123 @@
+"""Azurite, Microsoft's Azure Storage emulator (npm ``azurite``), serving blobs on a free port of 127.0.0.1,
+started as a real server and stopped by its PID; the Azure tests run against it.
+
+:meth:`Azurite.environment` gives the variables Azure clients read for the emulator
+(``AZURE_STORAGE_USE_EMULATOR``, ``AZURE_STORAGE_ACCOUNT_NAME``, ``AZURITE_BLOB_STORAGE_URL``): hoodie's
+storage and hudi-rs both use them. ``.ci/install --test`` installs Azurite with npm into ``.make/npm``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import BinaryIO
+
+from azure.storage.blob import BlobServiceClient
+
+from support.s3_server import free_port
+from support.shared import REPO_ROOT
+
+ACCOUNT = "devstoreaccount1"
+#: Azurite's well-known development key (public, in Azurite's documentation).
+ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+START_TIMEOUT_SECONDS = 60.0
+
+
+def azurite_binary() -> str | None:
+    """``$AZURITE_BLOB``, the one ``.ci/install`` put in ``.make/npm``, or ``azurite-blob`` on ``PATH``."""
+    candidates = [os.environ.get("AZURITE_BLOB"), str(REPO_ROOT / ".make/npm/node_modules/.bin/azurite-blob")]
+    for c in candidates:
+        if c and Path(c).exists():
+            return c
+    return shutil.which("azurite-blob")
+
+
+def azurite_missing() -> str | None:
+    if azurite_binary() is None:
+        return "Azurite is not installed (.ci/install --test installs it with npm into .make/npm)"
+    if shutil.which("node") is None:
+        return "Azurite needs Node.js, which is not installed"
+    return None
+
+
+class Azurite:
+    """One Azurite blob server; :meth:`start`, then :meth:`stop` (kills it by PID)."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: BinaryIO | None = None
+
+    def environment(self) -> dict[str, str]:
+        return {
+            "AZURE_STORAGE_USE_EMULATOR": "true",
+            "AZURE_STORAGE_ACCOUNT_NAME": ACCOUNT,
+            "AZURITE_BLOB_STORAGE_URL": self.url,
+        }
+
+    def start(self) -> None:
+        binary = azurite_binary()
+        assert binary is not None
+        self._log = (self.work / "azurite.log").open("wb")
+        self._process = subprocess.Popen(
+            [
+                binary,
+                "--blobHost",
+                "127.0.0.1",
+                "--blobPort",
+                str(self.port),
+                "--location",
+                str(self.work / "data"),
+                "--skipApiVersionCheck",
+                "--loose",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"Azurite exited: {(self.work / 'azurite.log').read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(f"{self.url}/{ACCOUNT}?comp=list", timeout=2).close()
+                return
+            except urllib.error.HTTPError:
+                return  # it answers (an unsigned request is refused): it is up
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"Azurite did not answer within {START_TIMEOUT_SECONDS:.0f} s")
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def container(self, name: str) -> str:
+        """Create container ``name`` (if absent); returns ``az://name``."""
+        connection = (
+            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};"
+            f"BlobEndpoint={self.url}/{ACCOUNT};"
+        )
+        client = BlobServiceClient.from_connection_string(connection)
+        with contextlib.suppress(Exception):  # ResourceExistsError when it is there
+            client.create_container(name)
+        return f"az://{name}"
+
+
+__all__ = ["Azurite", "azurite_binary", "azurite_missing"]
