@@ -67,8 +67,9 @@ def test_compaction(s3_server: S3Server, tmp_path: Path, spark: Any, version: in
     assert lock["expired"] is True  # the storage-based lock was taken, and released
 
 
-def test_clustering(s3_server: S3Server, tmp_path: Path, spark: Any) -> None:
-    spec = GenerateSpec(table_type="COPY_ON_WRITE", table_version=8, rows=200, commits=4, partitions=1)
+@pytest.mark.parametrize("version", [6, 8, 9])
+def test_clustering(s3_server: S3Server, tmp_path: Path, spark: Any, version: int) -> None:
+    spec = GenerateSpec(table_type="COPY_ON_WRITE", table_version=version, rows=200, commits=4, partitions=1)
     uri = _on_s3(s3_server, tmp_path, spec)
     before = clustering_checks.capture(uri)
     _cli("cluster", uri, "--mode", "schedule-and-execute", "--sort-columns", "rider")
@@ -80,8 +81,9 @@ def test_clustering(s3_server: S3Server, tmp_path: Path, spark: Any) -> None:
     clustering_checks.check_after(uri, before, done.time, plan, "clustering on S3", sort_columns=("rider",))
 
 
-def test_clean(s3_server: S3Server, tmp_path: Path, spark: Any) -> None:
-    spec = GenerateSpec(table_type="COPY_ON_WRITE", table_version=6, rows=200, commits=4, partitions=2)
+@pytest.mark.parametrize("version", [6, 8, 9])
+def test_clean(s3_server: S3Server, tmp_path: Path, spark: Any, version: int) -> None:
+    spec = GenerateSpec(table_type="COPY_ON_WRITE", table_version=version, rows=200, commits=4, partitions=2)
     uri = _on_s3(s3_server, tmp_path, spec)
     before = clean_checks.capture_reads(uri)
     _cli("clean", uri, "--mode", "schedule", "--conf", "hoodie.clean.commits.retained=1")
@@ -93,8 +95,12 @@ def test_clean(s3_server: S3Server, tmp_path: Path, spark: Any) -> None:
     assert clean_checks.data_bytes(uri) < before.data_bytes
 
 
-def test_indexing_and_metadata_table_upkeep(s3_server: S3Server, tmp_path: Path, spark: Any) -> None:
-    uri = _on_s3(s3_server, tmp_path, GenerateSpec(table_version=8, rows=300, commits=3, partitions=2))
+@pytest.mark.parametrize("version", [6, 8, 9])
+def test_indexing_and_metadata_table_upkeep(
+    s3_server: S3Server, tmp_path: Path, spark: Any, version: int
+) -> None:
+    spec = GenerateSpec(table_version=version, rows=300, commits=3, partitions=2)
+    uri = _on_s3(s3_server, tmp_path, spec)
     _cli("index", uri, "--mode", "schedule-and-execute", "--index-types", "column_stats,record_index")
     check_metadata_table(uri, "indexed on S3")  # type: ignore[arg-type]
     before = compaction_checks.capture(uri)
