@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from compaction_checks import IGNORED, key_columns
+from compaction_checks import IGNORED, assert_no_stray_files, key_columns
 from compare import assert_same_rows
 from hoodie import Table
 from hoodie.clustering.plan import requested_action
@@ -146,14 +146,7 @@ def check_after(
     assert sum(s.num_writes or 0 for s in md.write_stats) == expected_rows, context
 
     # No stray base file of the clustering, no markers.
-    written_paths = {s.path for s in md.write_stats}
-    on_storage = {
-        f.path
-        for f in table.storage.list("", recursive=True)
-        if f.name.endswith(f"_{instant_time}.parquet") and f.path.split("/")[0] != ".hoodie"
-    }
-    assert on_storage == written_paths, f"{context}: stray base files {sorted(on_storage - written_paths)}"
-    assert not table.storage.exists(f".hoodie/.temp/{instant_time}"), f"{context}: markers left behind"
+    assert_no_stray_files(table, instant_time, {s.path for s in md.write_stats}, context)
 
     # The clustered partitions' live file groups: the planned ones replaced by the new ones.
     before_groups: dict[str, set[str]] = {}

@@ -64,6 +64,17 @@ def capture(root: Path | str, *, hudi_rs: bool = True) -> Before:
     )
 
 
+def assert_no_stray_files(table: Table, instant_time: str, written: set[str | None], context: str) -> None:
+    """Every base file of ``instant_time`` on storage is one its commit names, and its markers are gone."""
+    on_storage = {
+        f.path
+        for f in table.storage.list("", recursive=True)
+        if f.name.endswith(f"_{instant_time}.parquet") and f.path.split("/")[0] != ".hoodie"
+    }
+    assert on_storage == written, f"{context}: stray base files {sorted(on_storage - written)}"
+    assert not table.storage.exists(f".hoodie/.temp/{instant_time}"), f"{context}: markers left behind"
+
+
 def check_after(
     root: Path | str, before: Before, instant_time: str, context: str, *, writes_after: bool = False
 ) -> CommitMetadata:
@@ -90,15 +101,7 @@ def check_after(
             assert pq.read_metadata(f).num_rows == stat.num_writes, stat.path
         assert stat.prev_commit, stat
         assert stat.total_log_files_compacted, stat
-    # No stray base file of the compaction: every one on storage is named by the metadata.
-    written = {s.path for s in md.write_stats}
-    on_storage = {
-        f.path
-        for f in table.storage.list("", recursive=True)
-        if f.name.endswith(f"_{instant_time}.parquet") and f.path.split("/")[0] != ".hoodie"
-    }
-    assert on_storage == written, f"{context}: stray base files {sorted(on_storage - written)}"
-    assert not table.storage.exists(f".hoodie/.temp/{instant_time}"), f"{context}: markers left behind"
+    assert_no_stray_files(table, instant_time, {s.path for s in md.write_stats}, context)
 
     ours_after = table.read()
     ours_ro = table.read(read_optimized=True)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 import pytest
 
@@ -284,17 +285,7 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     missing = moto_available()
     if missing:
         pytest.skip(missing)
-    server = S3Server(tmp_path_factory.mktemp("s3"))
-    server.start()
-    saved = {k: os.environ.get(k) for k in server.environment()}
-    os.environ.update(server.environment())
-    yield server
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    server.stop()
+    yield from _serving(S3Server(tmp_path_factory.mktemp("s3")))
 
 
 # -- Azurite (the Azure Storage emulator) --------------------------------------------------------------------
@@ -308,14 +299,23 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
     missing = azurite_missing()
     if missing:
         pytest.skip(missing)
-    server = Azurite(tmp_path_factory.mktemp("azurite"))
+    yield from _serving(Azurite(tmp_path_factory.mktemp("azurite")))
+
+
+_Server = TypeVar("_Server", S3Server, Azurite)
+
+
+def _serving(server: _Server) -> Iterator[_Server]:
+    """Run ``server`` with its environment variables set for the session; stop it and restore them after."""
     server.start()
     saved = {k: os.environ.get(k) for k in server.environment()}
     os.environ.update(server.environment())
-    yield server
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    server.stop()
+    try:
+        yield server
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        server.stop()

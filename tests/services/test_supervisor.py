@@ -28,6 +28,7 @@ from hoodied.coordination import EmbeddedCoordination
 from hoodied.health import Heartbeats
 from hoodied.metrics import Metrics
 from hoodied.supervisor import Supervisor
+from support.replicas import start_daemon
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -147,14 +148,7 @@ def test_sigterm_drains_then_cancels_a_running_job_and_exits_0(tmp_path: Path) -
     )
     env = {**os.environ, "HOODIE_FAILPOINTS": "compaction.task_after_write=sleep:300"}
     log = tmp_path / "daemon.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "hoodied.cli", "run", "--config", str(config)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
+    proc = start_daemon(config, log, env)
     try:
         deadline = time.monotonic() + 120
         first = t.pending[1].time

@@ -11,23 +11,19 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
-import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import BinaryIO
 
 from azure.storage.blob import BlobServiceClient
 
 from support.s3_server import free_port
+from support.server_process import ServerProcess
 from support.shared import REPO_ROOT
 
 ACCOUNT = "devstoreaccount1"
 #: Azurite's well-known development key (public, in Azurite's documentation).
 ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-START_TIMEOUT_SECONDS = 60.0
 
 
 def azurite_binary() -> str | None:
@@ -51,11 +47,14 @@ class Azurite:
     """One Azurite blob server; :meth:`start`, then :meth:`stop` (kills it by PID)."""
 
     def __init__(self, work: Path) -> None:
+        binary = azurite_binary()
+        assert binary is not None
         self.work = work
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log: BinaryIO | None = None
+        command = [binary, "--blobHost", "127.0.0.1", "--blobPort", str(self.port), "--location"]
+        command += [str(work / "data"), "--skipApiVersionCheck", "--loose"]
+        self._process = ServerProcess("Azurite", command, work / "azurite.log", self._answers)
 
     def environment(self) -> dict[str, str]:
         return {
@@ -64,49 +63,20 @@ class Azurite:
             "AZURITE_BLOB_STORAGE_URL": self.url,
         }
 
+    def _answers(self) -> bool:
+        try:
+            urllib.request.urlopen(f"{self.url}/{ACCOUNT}?comp=list", timeout=2).close()
+            return True
+        except urllib.error.HTTPError:
+            return True  # it answers (an unsigned request is refused): it is up
+        except (urllib.error.URLError, OSError):
+            return False
+
     def start(self) -> None:
-        binary = azurite_binary()
-        assert binary is not None
-        self._log = (self.work / "azurite.log").open("wb")
-        self._process = subprocess.Popen(
-            [
-                binary,
-                "--blobHost",
-                "127.0.0.1",
-                "--blobPort",
-                str(self.port),
-                "--location",
-                str(self.work / "data"),
-                "--skipApiVersionCheck",
-                "--loose",
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"Azurite exited: {(self.work / 'azurite.log').read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(f"{self.url}/{ACCOUNT}?comp=list", timeout=2).close()
-                return
-            except urllib.error.HTTPError:
-                return  # it answers (an unsigned request is refused): it is up
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"Azurite did not answer within {START_TIMEOUT_SECONDS:.0f} s")
+        self._process.start()
 
     def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=30)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self._process.stop()
 
     def container(self, name: str) -> str:
         """Create container ``name`` (if absent); returns ``az://name``."""

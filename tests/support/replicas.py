@@ -77,6 +77,19 @@ class Replica:
         return out
 
 
+def start_daemon(config: Path, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``hoodied run --config config`` in a process group of its own (its Spark JVM included), output to
+    ``log``."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "hoodied.cli", "run", "--config", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+
+
 class Cluster:
     """Replicas started as separate processes, each in its own process group (its Spark JVM included)."""
 
@@ -120,14 +133,7 @@ class Cluster:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HOODIE_FAILPOINT")}
         if failpoints:
             env["HOODIE_FAILPOINTS"] = failpoints
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "hoodied.cli", "run", "--config", str(config)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
+        proc = start_daemon(config, log, env)
         replica = Replica(name, proc, log, port)
         self.replicas.append(replica)
         return replica
@@ -225,5 +231,6 @@ __all__ = [
     "completed",
     "completed_files",
     "group_alive",
+    "start_daemon",
     "wait_completed",
 ]

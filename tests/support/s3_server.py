@@ -9,23 +9,19 @@ hudi-rs, a subprocess running hoodied. :meth:`S3Server.upload` copies a local ta
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import signal
 import socket
-import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import BinaryIO
 
 import boto3
+
+from support.server_process import ServerProcess
 
 ACCESS_KEY = "hoodied-test"
 SECRET_KEY = "hoodied-test-secret"
 REGION = "us-east-1"
-START_TIMEOUT_SECONDS = 60.0
 
 
 def moto_available() -> str | None:
@@ -48,8 +44,8 @@ class S3Server:
         self.work = work
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log: BinaryIO | None = None
+        command = ["moto_server", "-H", "127.0.0.1", "-p", str(self.port)]
+        self._process = ServerProcess("moto_server", command, work / "moto.log", self._answers)
 
     def environment(self) -> dict[str, str]:
         return {
@@ -61,35 +57,18 @@ class S3Server:
             "AWS_ALLOW_HTTP": "true",
         }
 
+    def _answers(self) -> bool:
+        try:
+            urllib.request.urlopen(f"{self.endpoint}/", timeout=2).close()
+            return True
+        except (urllib.error.URLError, OSError):
+            return False
+
     def start(self) -> None:
-        self._log = (self.work / "moto.log").open("wb")
-        self._process = subprocess.Popen(
-            ["moto_server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"moto_server exited: {(self.work / 'moto.log').read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(f"{self.endpoint}/", timeout=2).close()
-                return
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"moto_server did not answer within {START_TIMEOUT_SECONDS:.0f} s")
+        self._process.start()
 
     def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=30)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self._process.stop()
 
     def client(self) -> object:
         return boto3.client(

@@ -33,24 +33,22 @@ class ArrowFsBackend:
         try:
             infos = self._fs.get_file_info(selector)
         except (OSError, pa.ArrowException) as e:
-            raise StorageError(f"cannot list {key}: {e}") from e
-        return [
-            KeyInfo(
-                i.path,
-                0 if i.type == pafs.FileType.Directory else int(i.size or 0),
-                i.mtime_ns,
-                i.type == pafs.FileType.Directory,
-            )
-            for i in infos
-        ]
+            # A folder another process is creating (or deleting) this moment can fail the listing with
+            # "no such file": list once more; still failing where nothing is there, it lists as empty.
+            try:
+                infos = self._fs.get_file_info(selector)
+            except (OSError, pa.ArrowException):
+                if self._fs.get_file_info(key).type == pafs.FileType.NotFound:
+                    return []
+                raise StorageError(f"cannot list {key}: {e}") from e
+        return [_key_info(i) for i in infos]
 
     def head(self, key: str) -> KeyInfo:
         self.counter.add("HEAD")
         info = self._fs.get_file_info(key)
         if info.type == pafs.FileType.NotFound:
             raise FileNotFoundError(key)
-        is_dir = info.type == pafs.FileType.Directory
-        return KeyInfo(key, 0 if is_dir else int(info.size or 0), info.mtime_ns, is_dir)
+        return _key_info(info)
 
     def exists(self, key: str) -> bool:
         self.counter.add("HEAD")
@@ -128,6 +126,11 @@ class ArrowFsBackend:
 
     def uri_of(self, key: str) -> str:
         return f"{self._scheme}://{key}" if self._scheme else key
+
+
+def _key_info(info: pafs.FileInfo) -> KeyInfo:
+    is_dir = info.type == pafs.FileType.Directory
+    return KeyInfo(info.path, 0 if is_dir else int(info.size or 0), info.mtime_ns, is_dir)
 
 
 __all__ = ["ArrowFsBackend"]
