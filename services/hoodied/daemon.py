@@ -179,7 +179,7 @@ class Daemon:
         self.spark()
         self.supervisor = Supervisor(config, coordination, self.metrics, self.heartbeats, self.spark)
         if config.metrics.port is not None:
-            self.health = HealthServer(
+            health = HealthServer(
                 self.metrics,
                 self.heartbeats,
                 config.poll_interval,
@@ -189,8 +189,10 @@ class Daemon:
                 read_timeout=config.metrics.read_timeout,
                 max_connections=config.metrics.max_connections,
             )
-            self.health.start()
-            logger.info("metrics and health on %s (/metrics, /healthz, /readyz, /status)", self.health.url)
+            health.start()
+            # Published once serving: other threads (the demo, tests) read its URL as soon as it is set.
+            self.health = health
+            logger.info("metrics and health on %s (/metrics, /healthz, /readyz, /status)", health.url)
         try:
             if once:
                 self.supervisor.poll()
