@@ -21,8 +21,22 @@ from support.shared import REPO_ROOT, shared_dir
 pytestmark = pytest.mark.slow
 
 SYSTEM_PYTHON = Path("/usr/bin/python3")
-#: What the clean environment keeps: the machine's package-index settings and the locale, nothing else.
-_KEPT = ("PIP_", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+#: What the clean environment keeps: the machine's package-index settings (pip, npm, proxies and the
+#: certificate authorities they trust), nothing of the user's.
+_KEPT = (
+    "PIP_",
+    "NPM_CONFIG_",
+    "npm_config_",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_",
+    "REQUESTS_CA_BUNDLE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+)
 
 
 def _fresh_env(home: Path) -> dict[str, str]:
