@@ -147,3 +147,13 @@ class CorruptHFile(HoodieError):
 
 class CorruptMetadataTable(HoodieError):
     """The metadata table (``.hoodie/metadata``) holds something that does not read or does not add up."""
+
+
+class RecordIndexConflict(HoodieError):
+    """One update of the record index would place a record key in two file groups.
+
+    Hudi's record index is global: one location per key. A table may hold a key in two file groups (written
+    with ``insert`` or ``bulk_insert``), but no index can say where "the" record is: Hudi refuses the same
+    (``HoodieTableMetadataUtil.reduceByKeys``: "Two HoodieRecord updates to the index is seen for same record
+    key"; its indexer fails on such a table unless ``hoodie.hfile.writes.allow.duplicates``, which picks one
+    location at random). The message names the key and both file groups."""

@@ -46,6 +46,7 @@ from hoodie.log.integrity import LogIntegrity
 from hoodie.log.reader import LogScan, scan_log_files
 from hoodie.memory import release_freed_heap
 from hoodie.read.conform import conform_table
+from hoodie.read.conservation import KeyLedger, live_rows
 from hoodie.read.merge import (
     Deletes,
     MergeInput,
@@ -110,7 +111,9 @@ class SliceMerge:
     corrupt_blocks: int = 0
     rollback_blocks: int = 0
     scan_ms: int = 0
-    base_keys: pa.Array | None = None  # record keys of the base file's rows (when it has logs to merge)
+    #: The keys read (live base rows, the log's distinct keys), for a rewrite's conservation check
+    #: (:mod:`hoodie.read.conservation`; strict reads only).
+    ledger: KeyLedger = field(default_factory=lambda: KeyLedger(pa.array([], pa.string())))
 
 
 class Table:
@@ -346,6 +349,16 @@ class Table:
         """The checks a rewrite's log scans make (:mod:`hoodie.log.integrity`), over this view."""
         return LogIntegrity(self.config, self.timeline, self.commit_metadata)
 
+    def record_keys_of(self, rows: pa.Table) -> pa.Array:
+        """The record key of each of ``rows`` (records of this table): ``_hoodie_record_key`` when the table
+        populates meta fields, else built from its record key fields."""
+        cfg = self.config
+        if cfg.populate_meta_fields and RECORD_KEY in rows.column_names:
+            return rows.column(RECORD_KEY).combine_chunks().cast(pa.string())
+        return record_keys(
+            rows.drop_columns([c for c in (RECORD_KEY,) if c in rows.column_names]), cfg.record_key_fields
+        )
+
     def _rules(self) -> MergeRules:
         if self.config.is_mor:
             return self.merge_rules
@@ -373,8 +386,8 @@ class Table:
         records of one row group (updated in place, deleted ones gone), the last one the log's new keys.
 
         The records and their order are those of :meth:`merge_file_slice`: a record's versions all meet in
-        the chunk of the row group holding its key, so the log is cut per row group by key. Only the log and
-        one row group are held at a time (a base file holding a key twice is merged per row group).
+        the chunk of the row group holding its key's first row, so the log is cut per row group by key. Only
+        the log and one row group are held at a time (a repeated key merges in its first).
         ``strict`` as for :meth:`read_file_slice`."""
         include = self._visible_instant(as_of)
         rules = self._rules()
@@ -400,12 +413,13 @@ class Table:
             len(scan.corrupt_blocks),
             scan.rollback_blocks,
             int((time.monotonic() - started) * 1000),
+            ledger=KeyLedger(log_keys),
         )
         # The raw log bytes (and any decoded block that conforming copied) are garbage now: hand their pages
         # back before the row groups are read, rather than carry them through the merge.
         del scan
         release_freed_heap()
-        stream.chunks = self._stream_chunks(base, steps, rules, schema, stream)
+        stream.chunks = self._stream_chunks(base, steps, rules, schema, stream, strict)
         return stream
 
     def _stream_chunks(
@@ -415,6 +429,7 @@ class Table:
         rules: MergeRules,
         schema: pa.Schema | None,
         stream: SliceStream,
+        strict: bool,
     ) -> Iterator[pa.Table]:
         step_keys = [
             record_keys(s.data, rules.key_fields) if s.data is not None else s.deletes.keys.cast(pa.string())  # type: ignore[union-attr]
@@ -427,9 +442,13 @@ class Table:
 
         for group in base.row_groups() if base is not None else ():
             keys = record_keys(group, rules.key_fields)
+            if strict:
+                stream.ledger.base(self.record_keys_of(group), live_rows(group))
             parts = []
             if all_keys is not None and len(all_keys):
-                hit = pc.is_in(all_keys, value_set=keys).to_numpy(zero_copy_only=False)
+                # A log version meets the first base row of its key only (a key may repeat in the base
+                # file, across row groups): versions an earlier row group took are not applied again.
+                hit = pc.is_in(all_keys, value_set=keys).to_numpy(zero_copy_only=False) & ~seen
                 if hit.any():
                     seen |= hit
                     # Base records the log names: the distinct log keys found in this row group.
@@ -487,7 +506,12 @@ class Table:
 
         if not file_slice.log_files:
             base = read_base()
-            return SliceMerge(base, base.num_rows if base is not None else 0)
+            if base is None:
+                return SliceMerge(None)
+            ledger = KeyLedger(pa.array([], pa.string()))
+            if strict:
+                ledger.base(self.record_keys_of(base), live_rows(base))
+            return SliceMerge(base, base.num_rows, ledger=ledger)
         # The base file (Parquet decoding) and the log files (Avro decoding) are read at the same time: both
         # spend most of their time outside the GIL.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hoodie-base") as pool:
@@ -499,6 +523,9 @@ class Table:
         merged = None
         if base is not None or any(s.data is not None for s in steps):
             merged = _merge(base, steps, rules)
+        ledger = KeyLedger(log_keys)
+        if base is not None and strict:
+            ledger.base(self.record_keys_of(base), live_rows(base))
         return SliceMerge(
             merged,
             base_records=base.num_rows if base is not None else 0,
@@ -508,7 +535,7 @@ class Table:
             corrupt_blocks=len(scan.corrupt_blocks),
             rollback_blocks=scan.rollback_blocks,
             scan_ms=scan_ms,
-            base_keys=record_keys(base, rules.key_fields) if base is not None else None,
+            ledger=ledger,
         )
 
     def _read_slices(
@@ -703,6 +730,9 @@ class SliceStream:
     scan_ms: int
     base_updated: int = 0
     base_kept: int = 0
+    #: The keys read (live base rows as they stream by, the log's distinct keys), for a rewrite's
+    #: conservation check (:mod:`hoodie.read.conservation`; strict streams only).
+    ledger: KeyLedger = field(default_factory=lambda: KeyLedger(pa.array([], pa.string())))
 
 
 class _RowGroups:

@@ -8,6 +8,7 @@
     hoodied fsview PATH [--as-of T]
     hoodied generate PATH --table-type mor --table-version 8 --rows N --commits K --update-fraction F
                      --delete-fraction D --partitions P [--log-format avro|parquet] [--seed S]
+                     [--operation upsert|insert|bulk_insert]
     hoodied compact PATH --mode schedule|execute|schedule-and-execute [--instant T] [--strategy NAME]
                     [--spark-master URL] [--conf key=value ...]
     hoodied clean PATH [--mode schedule|execute|schedule-and-execute] [--instant T] [--policy NAME]
@@ -98,6 +99,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         log_format=args.log_format,
         seed=args.seed,
         name=args.name,
+        operation=args.operation,
     )
     for result in generate_table(args.path, spec):
         md = result.metadata
@@ -534,6 +536,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-format", choices=["avro", "parquet"], default="avro")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--name", default="trips", help="table name")
+    p.add_argument(
+        "--operation",
+        choices=["upsert", "insert", "bulk_insert"],
+        default="upsert",
+        help="Hudi write operation of the batches; insert and bulk_insert store an updated key once more "
+        "(tables that repeat record keys)",
+    )
     p.set_defaults(func=_cmd_generate)
 
     p = sub.add_parser("compact", help="schedule and/or run MOR compaction (as Hudi's HoodieCompactor)")

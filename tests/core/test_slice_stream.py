@@ -39,8 +39,8 @@ def test_streamed_merge_equals_the_whole_merge(tmp_path: Path, version: int, log
     for s in slices:
         assert s.base_file_path is not None
         groups_seen = max(groups_seen, pq.read_metadata(str(root / s.base_file_path)).num_row_groups)
-        whole = table.merge_file_slice(s)
-        stream = table.stream_file_slice(s)
+        whole = table.merge_file_slice(s, strict=True)
+        stream = table.stream_file_slice(s, strict=True)
         chunks = list(stream.chunks)
         streamed = pa.concat_tables(chunks) if chunks else None
         assert whole.table is not None
@@ -49,9 +49,9 @@ def test_streamed_merge_equals_the_whole_merge(tmp_path: Path, version: int, log
         assert stream.base_records == whole.base_records
         assert stream.log_records == whole.log_records
         assert sorted(stream.log_keys.to_pylist()) == sorted(whole.log_keys.to_pylist())
-        assert whole.base_keys is not None
         in_log = set(whole.log_keys.to_pylist())
-        base = whole.base_keys.to_pylist()
+        base = whole.ledger.base_keys.to_pylist()
+        assert stream.ledger.base_keys.to_pylist() == base
         assert stream.base_updated == sum(1 for k in base if k in in_log)
         merged_keys = set(whole.table.column("_hoodie_record_key").to_pylist())
         assert stream.base_kept == sum(1 for k in set(base) if k in merged_keys)

@@ -109,3 +109,16 @@ def test_a_misspelt_setting_is_an_error_naming_the_key_meant(
     assert (
         "hoodie.datasource.write.operation is a Hudi setting hoodied does not read" in capsys.readouterr().err
     )
+
+
+def test_generate_writes_with_the_operation_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "t"
+    argv = ["generate", str(root), "--rows", "50", "--commits", "2", "--operation", "bulk_insert"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "deltacommit BULK_INSERT" in out
+    assert "deltacommit DELETE" in out
+    keys = Table.open(str(root)).read(columns=["_hoodie_record_key"]).column(0).to_pylist()
+    assert len(keys) > len(set(keys)), "bulk_insert repeats the keys it updates"
+    with pytest.raises(SystemExit):
+        main(["generate", str(tmp_path / "u"), "--operation", "merge"])

@@ -9,9 +9,11 @@ may run them in-process with :func:`cluster_in_process`):
    moves it to inflight and returns one :class:`ClusteringTask` per clustering group.
 2. :func:`run_clustering_task` (executor): reads every slice of the group exactly as the plan names it (base
    file and log files, merged as of the clustering instant, deleted records dropped, conformed to the table
-   schema), concatenates them (no key may appear twice), sorts them by the plan's sort columns (stable, nulls
-   last; without sort columns the rows keep the plan's slice order), and splits them into the group's
-   ``numOutputFileGroups`` files of about equal row counts, each the first base file of a new file group
+   schema; each slice's rows checked against its input keys, :mod:`hoodie.read.conservation`), concatenates
+   them (a key two slices hold stays twice), sorts them by the plan's sort columns (nulls last; without sort
+   columns the rows keep the plan's slice order), and splits them into the group's ``numOutputFileGroups``
+   files of about equal row counts (the copies of a repeated key kept in one, :func:`keep_repeats_together`),
+   each the first base file of a new file group
    ``<uuid>-0``: ``<file id>_<write token>_<clustering instant>.parquet``, announced by a CREATE marker first.
    Meta columns are kept as they were (commit time and sequence number included; ``preserveHoodieMetadata``),
    except ``_hoodie_file_name``, which names the new file; tables without meta fields are written without
@@ -408,34 +410,39 @@ def run_clustering_task(task: ClusteringTask, write_token: str) -> TaskResult:
     parts: list[pa.Table] = []
     scan_ms = 0
     for info in task.group.slices:
-        merge = table.merge_file_slice(_slice_of(storage, info), as_of=T, strict=True)
+        file_slice = _slice_of(storage, info)
+        merge = table.merge_file_slice(file_slice, as_of=T, strict=True)
         scan_ms += merge.scan_ms
         merged = merge.table
-        if merged is None:
-            continue
-        merged = drop_deleted_rows(merged)
-        if schema is not None:
-            merged = conform_table(merged, schema).select(schema.names)
-        parts.append(merged)
+        if merged is not None:
+            merged = drop_deleted_rows(merged)
+            if schema is not None:
+                merged = conform_table(merged, schema).select(schema.names)
+            merge.ledger.written(table.record_keys_of(merged))
+            parts.append(merged)
+        # The group's output is the union of its slices, each exactly as its readers see it.
+        problems = merge.ledger.problems()
+        if problems:
+            raise ClusteringFailed(
+                f"clustering {T}: slice {partition or '<table>'}/{file_slice.file_id} would not be written "
+                f"as its readers see it ({merge.ledger.base_rows} live base rows, {len(merge.log_keys)} log "
+                f"keys, {merge.ledger.written_rows} merged): {'; '.join(problems)}; refusing to write it"
+            )
     if parts:
-        rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        # Slices read from base files alone keep their files' non-null flags, merged ones do not.
+        rows = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
     else:
         rows = schema.empty_table() if schema is not None else pa.table({})
     keys = _keys(rows, cfg.populate_meta_fields, cfg.record_key_fields)
-    distinct = pc.count_distinct(keys).as_py() if len(keys) else 0
-    if distinct != rows.num_rows:
-        raise ClusteringFailed(
-            f"clustering {T}: group {task.index} in {partition or '<table>'} merged to {rows.num_rows} rows "
-            f"but {distinct} distinct keys; refusing to write it"
-        )
     if task.sort_columns:
         order = pc.sort_indices(rows, sort_keys=[(c, "ascending", "at_end") for c in task.sort_columns])
         rows, keys = rows.take(order), keys.take(order)
-    stats: list[WriteStat] = []
     n_files = min(max(1, task.group.num_output_file_groups or 1), rows.num_rows)
     bounds = np.linspace(0, rows.num_rows, n_files + 1).round().astype(np.int64)
+    rows, keys, bounds = keep_repeats_together(rows, keys, bounds)
+    stats: list[WriteStat] = []
     markers = Markers(storage, T)
-    for i in range(n_files):
+    for i in range(len(bounds) - 1):
         lo, hi = int(bounds[i]), int(bounds[i + 1])
         part, part_keys = rows.slice(lo, hi - lo), keys.slice(lo, hi - lo)
         file_id = f"{uuid.uuid4()}-0"
@@ -472,6 +479,30 @@ def run_clustering_task(task: ClusteringTask, write_token: str) -> TaskResult:
         scan_ms,
     )
     return TaskResult(task.index, tuple(stats), rows.num_rows, write_token)
+
+
+def keep_repeats_together(
+    rows: pa.Table, keys: pa.Array, bounds: np.ndarray
+) -> tuple[pa.Table, pa.Array, np.ndarray]:
+    """Move every row of a repeated record key into the output file of its first row, so that a key lives in
+    one new file group (the record index is global: one location per key, see
+    :func:`~hoodie.metadata.updates.check_one_location_per_key`). ``bounds`` cut ``rows`` into files.
+
+    A moved row goes to the end of an earlier file; it came later in the (sorted) order than every row of that
+    file, so each file stays sorted. Files left empty are dropped. Nothing moves when no key repeats."""
+    n = rows.num_rows
+    if n < 2 or len(bounds) <= 2 or pc.count_distinct(keys).as_py() == n:
+        return rows, keys, bounds
+    encoded = keys.dictionary_encode()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    first = np.full(len(encoded.dictionary), n, dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(n, dtype=np.int64))
+    file_of_first = np.searchsorted(bounds, first, side="right") - 1
+    file_of_row = file_of_first[codes]
+    order = pa.array(np.argsort(file_of_row, kind="stable"))
+    sizes = np.bincount(file_of_row, minlength=len(bounds) - 1)
+    new_bounds = np.concatenate([[0], np.cumsum(sizes[sizes > 0])]).astype(np.int64)
+    return rows.take(order), keys.take(order), new_bounds
 
 
 def _write_stat(

@@ -7,7 +7,8 @@ may run them in-process):
    rolls back an unfinished earlier attempt (the caller holds the instant's claim, so an inflight instant is
    abandoned), moves it to inflight and returns one :class:`CompactionTask` per plan operation.
 2. :func:`run_compaction_task` (executor): merges the slice's base file with its log files as of the
-   compaction instant (our vectorised merge), checks the result (no key twice), and writes the new base file
+   compaction instant (our vectorised merge), checks the result against the keys it read (every record its
+   readers see, no other: :mod:`hoodie.read.conservation`), and writes the new base file
    ``<file id>_<write token>_<compaction instant>.parquet`` (meta columns kept: each record's commit time
    and sequence number stay, ``_hoodie_file_name`` names the new file), announced by a marker first. It
    returns the file's :class:`~hoodie.timeline.metadata.WriteStat` with Hudi's compaction numbers.
@@ -26,10 +27,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-import pyarrow.compute as pc
+import pyarrow as pa
 
 from hoodie.compaction.plan import check_compactable
 from hoodie.errors import CorruptBaseFile, HoodieError
@@ -213,20 +214,23 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
     # One base-file row group at a time: it is read and merged on a thread while the previous one is encoded.
     merge = table.stream_file_slice(file_slice, as_of=T, strict=True)
     schema = table.read_schema()
-    chunks = (
-        (conform_table(c, schema).select(schema.names) for c in merge.chunks)
-        if schema is not None
-        else merge.chunks
-    )
+
+    def chunks() -> Iterator[pa.Table]:
+        for chunk in merge.chunks:
+            if schema is not None:
+                chunk = conform_table(chunk, schema).select(schema.names)
+            merge.ledger.written(table.record_keys_of(chunk))
+            yield chunk
+
     name = BaseFile(op.file_id, write_token, T, "parquet").file_name
     path = f"{op.partition_path}/{name}" if op.partition_path else name
     io_type = "MERGE" if op.data_file_path else "CREATE"
     Markers(storage, T).create(op.partition_path, name, io_type)
     merge_started = time.monotonic()
-    written, keys = write_base_file_chunks(
+    written, _ = write_base_file_chunks(
         storage,
         path,
-        prefetched(chunks),
+        prefetched(chunks()),
         avro_schema=task.writer_schema,
         options=task.parquet,
         populate_meta_fields=cfg.populate_meta_fields,
@@ -234,12 +238,13 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
         constants={FILE_NAME: name} if cfg.populate_meta_fields else None,
     )
     rows = written.num_rows
-    distinct = pc.count_distinct(keys).as_py() if len(keys) else 0
-    if distinct != rows:
+    lost_or_invented = merge.ledger.problems()
+    if lost_or_invented or merge.ledger.written_rows != rows:
         storage.delete(path)
         raise CompactionFailed(
-            f"compaction {T}: slice {op.partition_path}/{op.file_id} merged to {rows} rows but "
-            f"{distinct} distinct keys; its file was deleted, nothing is committed"
+            f"compaction {T}: slice {op.partition_path}/{op.file_id} would not write the records its readers "
+            f"see ({merge.ledger.base_rows} live base rows, {len(merge.log_keys)} log keys, {rows} written): "
+            f"{'; '.join(lost_or_invented) or 'row counts differ'}; file deleted, nothing committed"
         )
     failpoint("compaction.task_after_write")
     write_ms = int((time.monotonic() - merge_started) * 1000)

@@ -34,12 +34,16 @@ import fastavro
 from hoodie.config import METADATA_PARTITIONS, METADATA_PARTITIONS_INFLIGHT, TableConfig, table_checksum
 from hoodie.errors import HoodieError
 from hoodie.file_group.file_group import FileSlice
-from hoodie.keygen import record_keys
 from hoodie.lock import LockProvider, held
 from hoodie.log.log_file import LogFile
 from hoodie.metadata.reader import METADATA_TABLE_PATH, MetadataTable, MetadataTableConfig, storage_listing
 from hoodie.metadata.records import MetadataPartition, MetadataRecord
-from hoodie.metadata.updates import index_records_of_keys, update_for_rewrite, update_for_write
+from hoodie.metadata.updates import (
+    check_one_location_per_key,
+    index_records_of_keys,
+    update_for_rewrite,
+    update_for_write,
+)
 from hoodie.metadata.writer import (
     WRITE_TOKEN,
     MetadataUpdate,
@@ -50,7 +54,7 @@ from hoodie.metadata.writer import (
     open_metadata_table,
 )
 from hoodie.storage import Storage
-from hoodie.table import RECORD_KEY, Table
+from hoodie.table import Table
 from hoodie.timeline.instant import DELTA_COMMIT, INDEXING, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import (
@@ -370,10 +374,9 @@ def build_index_records(
             merged = table.read_file_slice(s, strict=True)
             if merged is None or not merged.num_rows:
                 continue
-            if RECORD_KEY in merged.column_names:
-                keys = [str(k) for k in merged.column(RECORD_KEY).to_pylist()]
-            else:
-                keys = [str(k) for k in record_keys(merged, config.record_key_fields).to_pylist()]
+            # A key the slice repeats has one location. (Tables without meta fields key by their fields: a
+            # _hoodie_record_key column such files may carry holds nulls.)
+            keys = list(dict.fromkeys(str(k) for k in table.record_keys_of(merged).to_pylist()))
             records.setdefault(MetadataPartition.RECORD_INDEX, []).extend(
                 index_records_of_keys(config, keys, s.partition_path, s.file_id, instant_of(s))
             )
@@ -426,6 +429,10 @@ def complete_indexing(
         mdt = open_metadata_table(storage, table.config)
         if mdt is None:
             raise IndexingFailed(f"{storage.uri} has no metadata table any more")
+        # A key in two file groups has no one location: refused before anything is written.
+        check_one_location_per_key(
+            built.records.get(MetadataPartition.RECORD_INDEX, ()), f"indexing {instant.time} of {storage.uri}"
+        )
         mdt_writer = MetadataWriter(mdt, lock, time_generator=time_generator)
         mdt_writer.write_deltacommit(built)
         # Writes that completed after the build read the table: their records go after the built ones.

@@ -13,8 +13,10 @@ partition_stats each partition with new files: their statistics as a loose bound
                 which widens the partition's range; a clean changes nothing (a loose bound stays true)
 bloom_filters   the bloom filter of every new base file (from its footer); tombstones for deleted base files
 record_index    clustering: every key of the new files at its new location (compaction keeps file ids and
-                clean removes no live record: they change nothing)
-secondary       nothing: these services change no record's values
+                clean removes no live record: they change nothing); one entry per key, however often a file
+                repeats it; a key in two file groups is refused (:func:`check_one_location_per_key`)
+secondary       nothing: these services change no record's values (a secondary-index entry is keyed by
+                secondary and record key: repeats of a record key are one entry, wherever they live)
 ==============  ==========================================================================================
 """
 
@@ -24,7 +26,7 @@ import datetime as dt
 import json
 import posixpath
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -32,7 +34,7 @@ import pyarrow.parquet as pq
 
 from hoodie.bloom import read_bloom_filter
 from hoodie.config import TableConfig
-from hoodie.errors import HoodieError
+from hoodie.errors import HoodieError, RecordIndexConflict
 from hoodie.keygen import record_keys
 from hoodie.metadata.records import MetadataPartition, MetadataRecord, RecordType
 from hoodie.metadata.stats import (
@@ -48,7 +50,13 @@ from hoodie.table import RECORD_KEY
 from hoodie.timeline.instant_time import parse_instant_time
 from hoodie.timeline.metadata import WriteStat
 
-__all__ = ["indexed_columns", "update_for_clean", "update_for_rewrite", "update_for_write"]
+__all__ = [
+    "check_one_location_per_key",
+    "indexed_columns",
+    "update_for_clean",
+    "update_for_rewrite",
+    "update_for_write",
+]
 
 INDEX_DEFS_PATH = "hoodie.table.index.defs.path"
 INDEX_DEFS_DEFAULT = ".hoodie/.index_defs/index.json"
@@ -146,6 +154,7 @@ def update_for_rewrite(
             records.setdefault(MetadataPartition.RECORD_INDEX, []).extend(
                 record_index_records(storage, config, stat, instant_time)
             )
+    check_one_location_per_key(records.get(MetadataPartition.RECORD_INDEX, ()), f"instant {instant_time}")
     if MetadataPartition.PARTITION_STATS in partitions and version >= 8 and config.partition_fields:
         for partition, file_stats in per_partition_stats.items():
             loose = partition_stats_records(partition, file_stats, table_version=version)
@@ -286,9 +295,10 @@ def record_location(file_id: str) -> dict[str, Any]:
 def record_index_records(
     storage: Storage, config: TableConfig, stat: WriteStat, instant_time: str
 ) -> list[MetadataRecord]:
-    """Record-index records for every key of the base file ``stat`` names (the clustering moved them)."""
+    """Record-index records for the keys of the base file ``stat`` names (the clustering moved them): one per
+    key, however often the file holds it (Hudi reads a file's keys as a set)."""
     assert stat.path is not None
-    keys = _file_keys(storage, config, stat.path)
+    keys = list(dict.fromkeys(_file_keys(storage, config, stat.path)))
     file_id = stat.file_id or _base_file_name(stat.path).split("_")[0]
     return index_records_of_keys(config, keys, stat.partition_path or "", file_id, instant_time)
 
@@ -304,10 +314,39 @@ def index_records_of_keys(
     return [metadata_record(key, RecordType.RECORD_INDEX, recordIndexMetadata=dict(info)) for key in keys]
 
 
+def check_one_location_per_key(records: Iterable[MetadataRecord], what: str) -> None:
+    """Raise :class:`~hoodie.errors.RecordIndexConflict` when ``records`` (record-index records of one update)
+    place a key in two file groups: the index is global, one location per key (see the error's doc)."""
+    where: dict[str, tuple[str, str]] = {}
+    for record in records:
+        info = record.get("recordIndexMetadata")
+        if info is None:  # a delete
+            continue
+        location = (info["partitionName"], _file_id_of(info))
+        seen = where.setdefault(record["key"], location)
+        if seen != location:
+            first, second = (f"{p or '<table>'}/{f}" for p, f in sorted((seen, location)))
+            raise RecordIndexConflict(
+                f"{what}: record key {record['key']!r} would be in file groups {first} and {second}; the "
+                "record index holds one location per key (Hudi refuses the same), so nothing is written. "
+                "The table repeats this key across file groups (written with insert or bulk_insert): drop "
+                "the record index (hoodied index --drop record_index) or remove the repeats"
+            )
+
+
+def _file_id_of(info: Mapping[str, Any]) -> str:
+    """The file id a record-index location names (see :func:`record_location`)."""
+    if info.get("fileIdEncoding") == 1 or info.get("fileIdHighBits") is None:
+        return str(info.get("fileId") or "")
+    value = ((info["fileIdHighBits"] & (2**64 - 1)) << 64) | (info["fileIdLowBits"] & (2**64 - 1))
+    return f"{uuid.UUID(int=value)}-{info['fileIndex']}"
+
+
 def _file_keys(storage: Storage, config: TableConfig, path: str) -> list[str]:
     with storage.open_input_file(path) as f:
         parquet = pq.ParquetFile(f)
-        if RECORD_KEY in parquet.schema_arrow.names:
+        # Without meta fields a file may still carry a _hoodie_record_key column, of nulls: key by the fields.
+        if config.populate_meta_fields and RECORD_KEY in parquet.schema_arrow.names:
             return [str(k) for k in parquet.read(columns=[RECORD_KEY]).column(0).to_pylist()]
         table = parquet.read(columns=list(config.record_key_fields))
     return [str(k) for k in record_keys(table, config.record_key_fields).to_pylist()]

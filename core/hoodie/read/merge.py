@@ -13,6 +13,12 @@ record key is chosen by the merge mode:
 A winner that is a delete (a delete block, or a row with ``_hoodie_is_deleted = true``) removes the record.
 The merge is a function of the multiset of (position, value) candidates, so it is deterministic; for a fixed
 log order it is the same as merging the versions one by one, which is what Hudi's log scanner does.
+
+A base file may hold a record key more than once (``insert`` and ``bulk_insert`` keep duplicates). The log's
+versions of such a key meet its *first* row in the base file only: later rows of the key pass through as
+they are. That is what Hudi's readers do, in 0.x (``RecordMergingFileIterator`` removes the log record the
+first base row of its key takes) and in 1.x (``KeyBasedFileGroupRecordBuffer.hasNextBaseRecord``, likewise);
+so a delete removes one copy, and an update rewrites one.
 """
 
 from __future__ import annotations
@@ -142,6 +148,9 @@ def merge_records(
             if named is not None and len(named)
             else np.zeros(base.num_rows, dtype=bool)
         )
+        if touched.any():
+            # Only the first row of each key meets the log (see the module doc).
+            touched &= first_occurrences(base_keys)
         untouched = np.flatnonzero(~touched)
         add_data(base, base_keys, np.flatnonzero(touched))
     for m in log:
@@ -216,6 +225,18 @@ def merge_records(
     all_rows = pa.concat_arrays([pa.array(untouched), win.column("idx").combine_chunks().cast(pa.int64())])
     rows = pc.drop_null(all_rows.take(pc.sort_indices(all_firsts)))
     return drop_deleted_rows(data.take(rows))
+
+
+def first_occurrences(keys: pa.Array) -> np.ndarray:
+    """A mask of the rows whose key has not occurred in an earlier row."""
+    n = len(keys)
+    if n <= 1:
+        return np.ones(n, dtype=bool)
+    index = pa.table({"k": keys, "i": pa.array(np.arange(n, dtype=np.int64))})
+    firsts = index.group_by("k", use_threads=False).aggregate([("i", "min")]).column("i_min")
+    mask = np.zeros(n, dtype=bool)
+    mask[firsts.to_numpy()] = True
+    return mask
 
 
 def drop_deleted_rows(t: pa.Table) -> pa.Table:

@@ -5,6 +5,17 @@ fares as double and as decimal, a start timestamp, coordinates, a trip date and 
 The first commit inserts ``rows`` records; every later commit upserts: it updates ``update_fraction`` of the
 live records (with a later ``ts``), deletes ``delete_fraction`` of them, and inserts as many new ones as make
 the batch ``rows`` rows long. The data, the keys and the file ids depend only on the seed.
+
+``operation`` chooses how the batches are written (Hudi's write operations):
+
+- ``upsert`` (the default): each key once; an update replaces its record;
+- ``insert``: nothing is looked up, so every "update" stores the key once more (in a small file or a new file
+  group of its partition); the deletes of a batch are a ``delete`` commit of their own, after it;
+- ``bulk_insert``: as ``insert``, into new file groups only, and each batch also repeats ``update_fraction``
+  of its own new keys (a key twice in one base file, as a bulk insert of un-deduplicated input makes).
+
+So ``insert`` and ``bulk_insert`` make tables that repeat record keys: across file groups and inside a base
+file (a key keeps its partition, so repeats stay within one).
 """
 
 from __future__ import annotations
@@ -53,6 +64,7 @@ class GenerateSpec:
     seed: int = 0
     name: str = "trips"
     hive_style: bool = False
+    operation: Literal["upsert", "insert", "bulk_insert"] = "upsert"
 
     def __post_init__(self) -> None:
         if self.rows < 1 or self.commits < 1:
@@ -63,6 +75,8 @@ class GenerateSpec:
             raise ValueError("update_fraction + delete_fraction must not exceed 1")
         if self.partitions < 0:
             raise ValueError("partitions must be >= 0")
+        if self.operation not in ("upsert", "insert", "bulk_insert"):
+            raise ValueError(f"operation must be upsert, insert or bulk_insert, not {self.operation!r}")
 
 
 class TripGenerator:
@@ -130,7 +144,7 @@ def generate_table(path: str, spec: GenerateSpec, config: WriteConfig | None = N
     live_keys = gen.keys(spec.rows)
     first = gen.rows(live_keys)
     live_city = first.column("city").to_pylist()
-    results = [writer.insert(first)]
+    results = _write_batch(writer, spec, gen, first, None, first)
     for _ in range(spec.commits - 1):
         n_live = len(live_keys)
         n_upd = round(n_live * spec.update_fraction)
@@ -147,10 +161,35 @@ def generate_table(path: str, spec: GenerateSpec, config: WriteConfig | None = N
             }
         )
         batch = pa.concat_tables([updates, inserts])
-        results.append(writer.upsert(batch, deletes if deletes.num_rows else None))
+        results.extend(_write_batch(writer, spec, gen, batch, deletes if deletes.num_rows else None, inserts))
         gone = set(int(i) for i in dele)
         live_keys = [k for i, k in enumerate(live_keys) if i not in gone] + new_keys
         live_city = [c for i, c in enumerate(live_city) if i not in gone] + inserts.column("city").to_pylist()
+    return results
+
+
+def _write_batch(
+    writer: TableWriter,
+    spec: GenerateSpec,
+    gen: TripGenerator,
+    batch: pa.Table,
+    deletes: pa.Table | None,
+    new_rows: pa.Table,
+) -> list[CommitResult]:
+    """Write one batch with the spec's operation (see the module doc); returns the commits it took."""
+    if spec.operation == "upsert":
+        return [writer.upsert(batch, deletes)]
+    if spec.operation == "bulk_insert":
+        repeats = gen.choose(new_rows.num_rows, round(new_rows.num_rows * spec.update_fraction))
+        again = new_rows.take(pa.array(np.sort(repeats)))
+        if again.num_rows:  # the same keys and partitions, later values
+            fresh = gen.rows(again.column("uuid").to_pylist(), again.column("city").to_pylist())
+            batch = pa.concat_tables([batch, fresh])
+        results = [writer.bulk_insert(batch)]
+    else:
+        results = [writer.insert(batch)]
+    if deletes is not None:
+        results.append(writer.delete(deletes))
     return results
 
 

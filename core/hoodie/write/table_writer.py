@@ -1,20 +1,29 @@
-"""A table writer standing in for Hudi's ingestion writers: create tables, commit insert/upsert/delete.
+"""A table writer standing in for Hudi's ingestion writers: create tables, commit upsert, insert,
+bulk_insert and delete.
 
 Tests, benchmarks and the demo use it to make realistic tables that any Hudi reader accepts. Each batch is one
 atomic commit, following what Hudi's Java client does with the bloom index:
 
 1. Under the table lock a new instant time is taken; ``<t>.<action>.requested`` and ``.inflight`` are
    written (``commit`` on COW tables, ``deltacommit`` on MOR).
-2. Rows get their record key and partition path (:mod:`hoodie.keygen`); duplicates within the batch are
-   reduced to one version (the greatest ordering value, ties to the later row; the last row without one).
-3. Tagging: in each partition, the base file of every live file group is a candidate for the batch's keys
-   when the key lies in its footer's ``[hoodie_min_record_key, hoodie_max_record_key]`` and its bloom filter
-   may contain it; the candidates' record keys are then read to confirm. Confirmed keys are updates (and, for
-   deletes, the records to delete); the rest are inserts.
+2. Rows get their record key and partition path (:mod:`hoodie.keygen`). ``upsert`` and ``delete`` reduce
+   duplicates within the batch to one version (the greatest ordering value, ties to the later row; the last
+   row without one); ``insert`` and ``bulk_insert`` keep them (Hudi's ``hoodie.combine.before.insert``
+   defaults to false).
+3. Tagging (``upsert`` and ``delete``): in each partition, the base file of every live file group is a
+   candidate for the batch's keys when the key lies in its footer's ``[hoodie_min_record_key,
+   hoodie_max_record_key]`` and its bloom filter may contain it; the candidates' record keys are then read to
+   confirm. Confirmed keys are updates of every file group holding them (and, for deletes, the records to
+   delete); the rest are inserts. ``insert`` and ``bulk_insert`` look nothing up: every row is new, so a key
+   the table holds already is stored again (tables that repeat a key come from these two).
 4. Updates and deletes: COW rewrites the file group's base file merged with them (new base file, same file
-   id); MOR appends them to the file group as a log file (an Avro or Parquet data block, a delete block).
+   id); MOR appends them to the file group as a log file (an Avro or Parquet data block, a delete block). A
+   merge applies a key's new version to the first row of the key in the file, as Hudi's readers do
+   (:mod:`hoodie.read.merge`).
 5. Inserts: first into small files (base files under ``small_file_limit`` with no log files), rewriting them
-   merged with the new rows, then into new file groups of at most ``max_file_bytes`` worth of rows.
+   merged with the new rows (``upsert``) or with the new rows appended unchanged (``insert``: Hudi's
+   concatenating handle, ``hoodie.merge.allow.duplicate.on.inserts`` true by default), then into new file
+   groups of at most ``max_file_bytes`` worth of rows; ``bulk_insert`` writes new file groups only.
 6. Every file is announced by a marker before it is written. Under the lock, the commit is checked against
    writes that completed since the batch took its view (optimistic concurrency: touching the same file group
    is a :class:`~hoodie.errors.WriteConflict`, and the instant stays inflight); then the commit metadata
@@ -78,7 +87,8 @@ RECORD_KEY = "_hoodie_record_key"
 COMMIT_TIME = "_hoodie_commit_time"
 FILE_NAME = "_hoodie_file_name"
 
-Operation = Literal["INSERT", "UPSERT", "DELETE"]
+#: Hudi's ``WriteOperationType`` names of the operations (recorded as the commit's ``operationType``).
+Operation = Literal["INSERT", "BULK_INSERT", "UPSERT", "DELETE"]
 
 
 @dataclass(frozen=True)
@@ -215,8 +225,14 @@ class TableWriter:
     # -- the operations -------------------------------------------------------------------------------------
 
     def insert(self, data: pa.Table) -> CommitResult:
-        """Write new records (a row whose key exists already updates it: the index tags it)."""
+        """Write the rows as new records, as Hudi's ``insert``: no index look-up and no de-duplication, so a
+        key the table or the batch holds already is stored once more; small files take rows first."""
         return self._commit("INSERT", data, None)
+
+    def bulk_insert(self, data: pa.Table) -> CommitResult:
+        """Write the rows as new records into new file groups only, as Hudi's ``bulk_insert`` (no look-up, no
+        de-duplication, no small-file handling, rows in the order given: sort mode NONE)."""
+        return self._commit("BULK_INSERT", data, None)
 
     def upsert(self, data: pa.Table, deletes: pa.Table | None = None) -> CommitResult:
         """Insert new records and update existing ones, and delete the records keyed by ``deletes`` in the
@@ -366,7 +382,8 @@ class _CommitJob:
             data = conform_table(kept, self.data_schema).select(self.data_schema.names)
             keys = record_keys(data, cfg.record_key_fields)
             parts = partition_paths(data, cfg.partition_fields, hive_style=cfg.hive_style_partitioning)
-            data, keys, parts = self._dedupe(data, keys, parts)
+            if self.operation in ("UPSERT", "DELETE"):
+                data, keys, parts = self._dedupe(data, keys, parts)
         else:
             data, keys, parts = self.data_schema.empty_table(), empty, empty
         if deletes is not None and deletes.num_rows:
@@ -445,19 +462,18 @@ class _CommitJob:
 
     # -- tagging -------------------------------------------------------------------------------------------
 
-    def _tag(self, keys: pa.Array, groups: Sequence[_Group]) -> pa.Array:
-        """The file id holding each key (null for new keys)."""
-        location = pa.nulls(len(keys), pa.string())
+    def _tag(self, keys: pa.Array, groups: Sequence[_Group]) -> dict[str, np.ndarray]:
+        """The rows of ``keys`` each file group holds (file id -> row indices); a key a table repeats across
+        file groups is found in each of them."""
+        hits: dict[str, np.ndarray] = {}
         if not len(keys):
-            return location
-        found = np.zeros(len(keys), dtype=bool)
-        ids = np.empty(len(keys), dtype=object)
+            return hits
         for g in groups:
             if g.base_path is None:
                 continue
             with self.storage.open_input_file(g.base_path) as f:
                 footer = pq.read_metadata(f).metadata or {}
-            candidate = ~found
+            candidate = np.ones(len(keys), dtype=bool)
             lo, hi = footer.get(b"hoodie_min_record_key"), footer.get(b"hoodie_max_record_key")
             if lo is not None and hi is not None:
                 in_range = pc.and_(
@@ -475,12 +491,9 @@ class _CommitJob:
             file_keys = self._file_keys(g.base_path)
             idx = np.flatnonzero(candidate)
             hit = pc.is_in(keys.take(pa.array(idx)), value_set=file_keys).to_numpy(zero_copy_only=False)
-            found[idx[hit]] = True
-            ids[idx[hit]] = g.file_id
-        if not found.any():
-            return location
-        ids[~found] = None
-        return pa.array(ids.tolist(), pa.string())
+            if hit.any():
+                hits[g.file_id] = idx[hit]
+        return hits
 
     def _file_keys(self, path: str) -> pa.Array:
         cfg = self.cfg
@@ -497,26 +510,31 @@ class _CommitJob:
         self, partition: str, data: pa.Table, keys: pa.Array, delete_keys: pa.Array, groups: list[_Group]
     ) -> None:
         by_id = {g.file_id: g for g in groups}
-        location = self._tag(keys, groups)
-        del_location = self._tag(delete_keys, groups)
-        touched = set(pc.unique(location.drop_null()).to_pylist()) | set(
-            pc.unique(del_location.drop_null()).to_pylist()
-        )
+        tagging = self.operation in ("UPSERT", "DELETE")
+        hits = self._tag(keys, groups) if tagging else {}
+        del_hits = self._tag(delete_keys, groups) if tagging else {}
+        found = np.zeros(len(keys), dtype=bool)
+        for rows in hits.values():
+            found[rows] = True
+        del_found = np.zeros(len(delete_keys), dtype=bool)
+        for rows in del_hits.values():
+            del_found[rows] = True
+        touched = set(hits) | set(del_hits)
         if touched or data.num_rows:
             self._partition_metafile(partition)
         # Keys that leave the table (for the record index): deletes of stored keys, and stored keys
         # upserted with the delete marker.
-        self.deleted_keys.extend(delete_keys.filter(pc.is_valid(del_location)).to_pylist())
+        self.deleted_keys.extend(delete_keys.filter(pa.array(del_found)).to_pylist())
         if IS_DELETED in data.column_names:
-            marked = pc.and_(pc.is_valid(location), pc.fill_null(data.column(IS_DELETED), False))
+            marked = pc.and_(pa.array(found), pc.fill_null(data.column(IS_DELETED), False))
             self.deleted_keys.extend(keys.filter(marked).to_pylist())
         for file_id in sorted(touched):
-            rows = data.filter(pc.fill_null(pc.equal(location, file_id), False))
-            gone = delete_keys.filter(pc.fill_null(pc.equal(del_location, file_id), False))
+            rows = data.take(pa.array(hits.get(file_id, np.empty(0, np.int64))))
+            gone = delete_keys.take(pa.array(del_hits.get(file_id, np.empty(0, np.int64))))
             self._update_group(
                 partition, by_id[file_id], rows if rows.num_rows else None, gone if len(gone) else None
             )
-        new = pc.is_null(location)
+        new = pa.array(~found)
         inserts, insert_keys = data.filter(new), keys.filter(new)
         if IS_DELETED in inserts.column_names:
             live = pc.invert(pc.fill_null(inserts.column(IS_DELETED), False))
@@ -529,8 +547,8 @@ class _CommitJob:
         max_rows = max(1, self.wcfg.parquet.max_file_bytes // per_record)
         start = 0
         n = rows.num_rows
-        # Small files first: base files under the limit with no log files after them.
-        for g in sorted(groups, key=lambda g: g.base_size):
+        # Small files first: base files under the limit with no log files after them (not for bulk_insert).
+        for g in sorted(groups, key=lambda g: g.base_size) if self.operation != "BULK_INSERT" else ():
             if start >= n:
                 break
             if g.base_path is None or g.has_logs or g.busy or g.base_size >= self.wcfg.small_file_limit:
@@ -539,7 +557,9 @@ class _CommitJob:
             if room <= 0:
                 continue
             take = min(room, n - start)
-            self._rewrite_base(partition, g, rows.slice(start, take), None, inserts=take)
+            self._rewrite_base(
+                partition, g, rows.slice(start, take), None, inserts=take, append=self.operation == "INSERT"
+            )
             start += take
         while start < n:
             take = min(max_rows, n - start)
@@ -623,8 +643,10 @@ class _CommitJob:
         delete_keys: pa.Array | None,
         *,
         inserts: int = 0,
+        append: bool = False,
     ) -> None:
-        """A new base file of the group: its current records merged with ``new_rows`` and ``delete_keys``."""
+        """A new base file of the group: its current records merged with ``new_rows`` and ``delete_keys``
+        (``append``: the new rows after the current records, unmerged)."""
         assert g.base is not None
         assert g.base_path is not None
         cfg = self.cfg
@@ -648,9 +670,20 @@ class _CommitJob:
         if delete_keys is not None and len(delete_keys):
             steps.append(MergeInput(deletes=Deletes(delete_keys, pa.nulls(len(delete_keys)))))
         rules = self.rules
-        merged = merge_records(
-            current, steps, mode=rules.mode, key_fields=rules.key_fields, ordering_field=rules.ordering_field
-        )
+        if append:
+            kept = [conform_table(current, self.full_schema)] if current is not None else []
+            appended = [*kept, *(step.data for step in steps if step.data is not None)]
+            merged = pa.concat_tables(
+                [t.select(self.full_schema.names) for t in appended], promote_options="permissive"
+            )
+        else:
+            merged = merge_records(
+                current,
+                steps,
+                mode=rules.mode,
+                key_fields=rules.key_fields,
+                ordering_field=rules.ordering_field,
+            )
         merged = conform_table(merged, self.full_schema).select(self.full_schema.names)
         if cfg.populate_meta_fields:
             merged = merged.set_column(

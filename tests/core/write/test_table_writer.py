@@ -117,7 +117,7 @@ def test_event_time_ordering_keeps_the_later_event_on_update(tmp_path: Path) -> 
     assert sorted(result.column("fare").to_pylist()) == sorted(first.column("fare").to_pylist())
 
 
-def test_duplicates_in_a_batch_are_reduced_to_the_greatest_ordering_value(tmp_path: Path) -> None:
+def test_an_upsert_reduces_duplicates_in_a_batch_to_the_greatest_ordering_value(tmp_path: Path) -> None:
     gen = TripGenerator(2, 0)
     key = gen.keys(1)
     rows = pa.concat_tables([gen.rows(key), gen.rows(key), gen.rows(key)])
@@ -131,7 +131,7 @@ def test_duplicates_in_a_batch_are_reduced_to_the_greatest_ordering_value(tmp_pa
         record_key_fields=("uuid",),
         ordering_field="ts",
     )
-    writer.insert(rows.take([2, 0, 1]))
+    writer.upsert(rows.take([2, 0, 1]))
     result = Table.open(str(tmp_path / "t")).read()
     assert result.column("ts").to_pylist() == [newest]
 
