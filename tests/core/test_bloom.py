@@ -43,7 +43,7 @@ from hoodie.errors import CorruptBloomFilter
 from hoodie.file_group.base_file import BaseFile
 
 if TYPE_CHECKING:
-    from conftest import FixtureCache, FixtureTable
+    from support.fixture_tables import FixtureCache, FixtureTable
 
 VECTORS = [
     "dynamic_1000_000001_jenkins_5000",

@@ -27,7 +27,7 @@ from hoodie.storage import Storage
 from hoodie.storage.local import LocalBackend
 
 if TYPE_CHECKING:
-    from conftest import FixtureTable
+    from support.fixture_tables import FixtureTable
 
 V8 = """#Updated at 2025-09-20T19:27:56.240Z
 hoodie.table.version=8

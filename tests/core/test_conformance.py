@@ -49,7 +49,7 @@ from hoodie.errors import TimeTravelRefused, UnsupportedTable
 from hudi_oracle import NO_METADATA_TABLE, HudiOracle, OracleRows, OracleTimeline, Query
 
 if TYPE_CHECKING:
-    from conftest import FixtureCache, FixtureTable
+    from support.fixture_tables import FixtureCache, FixtureTable
 
 pytestmark = pytest.mark.fixtures
 

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FixtureTable
 from hoodie import Table
 from hoodie.errors import HoodieError
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from service_checks import SERVICES, Outcome, judge, read_all, run_service
+from support.fixture_tables import FixtureTable
 
 pytestmark = [pytest.mark.fixtures, pytest.mark.slow]
 

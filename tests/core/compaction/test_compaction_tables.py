@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from compaction_checks import capture, check_after
-from conftest import FixtureTable
 from hoodie import Table
 from hoodie.compaction.execute import NothingToCompact, compact_in_process
 from hoodie.compaction.plan import blocked_file_groups, schedule_compaction
@@ -21,6 +20,7 @@ from hoodie.storage import Storage
 from hoodie.timeline.metadata import decode_compaction_plan
 from hoodie.write.generate import GenerateSpec, generate_table
 from metadata_checks import check_metadata_table
+from support.fixture_tables import FixtureTable
 
 UNBOUNDED = CompactionConfig(strategy=Strategy.UNBOUNDED)
 

@@ -28,7 +28,7 @@ EXPECTED_TYPE = {
 }
 
 if TYPE_CHECKING:  # the root conftest (imported by name, another folder's conftest may shadow it)
-    from conftest import FixtureCache, FixtureTable
+    from support.fixture_tables import FixtureCache, FixtureTable
 
 
 def open_mdt(root: Path) -> tuple[Table, MetadataTable]:

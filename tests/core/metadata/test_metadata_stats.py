@@ -42,7 +42,7 @@ from hoodie.table import Table
 # -- fixture tables, read once per session ----------------------------------------------------------------
 
 if TYPE_CHECKING:  # the root conftest (imported by name, another folder's conftest may shadow it)
-    from conftest import FixtureCache, FixtureTable
+    from support.fixture_tables import FixtureCache, FixtureTable
 
 
 @cache
