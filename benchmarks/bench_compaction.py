@@ -21,11 +21,11 @@ pollute another's; imports happen before the clock starts), the variants alterna
 - (b) what a Python user would do instead: hudi-rs ``HudiTableBuilder.from_base_uri(..).build()``,
   ``get_file_slices()``, ``create_file_group_reader_with_options().read_file_slice(slice)`` and
   ``pq.write_table`` of the merged batch with the same codec and level (nothing committed to the table);
-- the Spark job path (``hoodied.compactor.run_compaction_job`` in ``local`` mode), when pyspark, Java and that
-  module are there: one process for all its --spark-repeat runs (default 3, at most --repeat: a default run
-  stays near 6 minutes on 2 cores), the session started and its Python worker warmed up (importing ``hoodie``)
-  before the first run; its time is schedule-free as ours; its memory is not measured (the task runs in a
-  Spark Python worker).
+- the Spark job path (``hoodied.jobs.run_service_job`` with compaction, in ``local`` mode), when pyspark
+  and Java are there: one process for all its --spark-repeat runs (default 3, at most --repeat: a default
+  run stays near 6 minutes on 2 cores), the session started and its Python worker warmed up (importing
+  ``hoodie``) before the first run; its time is schedule-free as ours; its memory is not measured (the
+  task runs in a Spark Python worker).
 
 Peak memory is the peak RSS of the variant's process (``VmHWM``, reset right before the timed work, after
 imports and scheduling) minus its RSS at that point (not ``ru_maxrss``, which Linux carries over ``exec`` from
@@ -248,9 +248,10 @@ def _warm_worker(_: int) -> int:
 
 def child_spark(source: str, work: str, repeat: int, codec: str) -> Result:
     from hoodie.compaction.plan import schedule_compaction
+    from hoodie.compaction.service import COMPACTION
     from hoodie.lock import FileSystemLock
     from hoodie.storage import Storage
-    from hoodied.compactor import run_compaction_job
+    from hoodied.jobs import run_service_job
     from hoodied.spark import SparkConfig, spark_session
 
     start = time.perf_counter()
@@ -270,11 +271,16 @@ def child_spark(source: str, work: str, repeat: int, codec: str) -> Result:
             if scheduled.instant is None:
                 raise RuntimeError(f"nothing scheduled: {scheduled.reason}")
             start = time.perf_counter()
-            job = run_compaction_job(
-                spark, storage, lock, scheduled.instant.time, parquet=ParquetOptions(compression=codec)
+            job = run_service_job(
+                spark,
+                COMPACTION,
+                storage,
+                lock,
+                scheduled.instant.time,
+                settings={"hoodie.parquet.compression.codec": codec},
             )
             times.append(time.perf_counter() - start)
-            rows = job.result.records_written
+            rows = job.done.records
             shutil.rmtree(path)
     finally:
         spark.stop()
@@ -323,15 +329,10 @@ def spark_unavailable() -> str | None:
     """Why the Spark variant cannot run, or ``None``."""
     if importlib.util.find_spec("pyspark") is None:
         return "pyspark is not installed"
-    if importlib.util.find_spec("hoodied.compactor") is None:
-        return "services/hoodied/compactor.py does not exist (yet)"
     try:
-        from hoodied import compactor
         from hoodied.spark import java_available
     except ImportError as e:
         return f"hoodied's Spark modules do not import: {e}"
-    if not callable(getattr(compactor, "run_compaction_job", None)):
-        return "hoodied.compactor has no run_compaction_job"
     if not java_available():
         return "no Java runtime"
     return None
@@ -560,13 +561,13 @@ def _report(
     line("(b) hudi-rs read_file_slice + write_table", t_rs, rs)
     t_spark = None
     if spark is None:
-        print(f"{'Spark job (hoodied.compactor)':44} skipped: {why_not}")
+        print(f"{'Spark job (hoodied.jobs)':44} skipped: {why_not}")
     elif "error" in spark:
-        print(f"{'Spark job (hoodied.compactor)':44} failed: {spark['error']}")
+        print(f"{'Spark job (hoodied.jobs)':44} failed: {spark['error']}")
     else:
         t_spark = statistics.median(spark["seconds"]["runs"])
         print(
-            f"{'Spark job (hoodied.compactor), local mode':44} {sec(t_spark)} {'n/a':>9} {'n/a':>10} "
+            f"{'Spark job (hoodied.jobs), local mode':44} {sec(t_spark)} {'n/a':>9} {'n/a':>10} "
             f"{spark['rows']:9d}   ({len(spark['seconds']['runs'])} runs; session start + worker warm-up "
             f"{spark['startup_s']:.1f} s, not counted)"
         )

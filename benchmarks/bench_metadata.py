@@ -29,9 +29,9 @@ from pathlib import Path
 from hoodie.compaction.execute import compact_in_process
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.strategy import CompactionConfig, Strategy
+from hoodie.indexing.execute import run_indexing, schedule_indexing
 from hoodie.lock import FileSystemLock
 from hoodie.metadata import MetadataTable
-from hoodie.metadata.indexing import run_indexing, schedule_indexing
 from hoodie.metadata.reader import storage_listing
 from hoodie.metadata_table import delete_metadata_table
 from hoodie.storage import Storage

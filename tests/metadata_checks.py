@@ -8,9 +8,10 @@ from pathlib import Path
 
 from hoodie import Table
 from hoodie.metadata import MetadataTable
+from hoodie.metadata.keys import column_stats_key
 from hoodie.metadata.reader import compare_listings, storage_listing
 from hoodie.metadata.records import is_deleted
-from hoodie.metadata.stats import column_stats_key, parquet_column_stats
+from hoodie.metadata.stats import parquet_column_stats
 from hoodie.metadata.updates import record_location
 from hoodie.write.generate import GenerateSpec, generate_table
 

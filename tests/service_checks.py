@@ -22,8 +22,8 @@ from hoodie.compaction.execute import compact_in_process
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.strategy import CompactionConfig, Strategy
 from hoodie.config import METADATA_PARTITIONS
+from hoodie.indexing.execute import INDEXABLE, run_indexing, schedule_indexing
 from hoodie.lock import LockProvider
-from hoodie.metadata.indexing import INDEXABLE, run_indexing, schedule_indexing
 from hoodie.metadata.records import MetadataPartition
 from hoodie.storage import Storage
 from hoodie.table import RECORD_KEY

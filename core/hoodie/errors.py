@@ -76,6 +76,11 @@ class TableAlreadyExists(HoodieError):
     """A new table was to be created where ``.hoodie/hoodie.properties`` already exists."""
 
 
+class NothingToDo(HoodieError):
+    """A table service was asked to run an instant that is not pending (any more): another runner completed
+    it, or it never was on the timeline. Not a failure: there is nothing left to do."""
+
+
 class CommitConflict(HoodieError):
     """Another writer changed the instant first: the transition definitely did not happen.
 

@@ -45,6 +45,7 @@ from hoodie.file_group.fs_view import (
 from hoodie.log.integrity import LogIntegrity
 from hoodie.log.reader import LogScan, scan_log_files
 from hoodie.memory import release_freed_heap
+from hoodie.metadata.reader import MetadataTable
 from hoodie.read.conform import conform_table
 from hoodie.read.conservation import KeyLedger, live_rows
 from hoodie.read.merge import (
@@ -230,8 +231,6 @@ class Table:
         :attr:`metadata_listing` on a table whose metadata table has its ``files`` partition, the committed
         ones as that partition lists them."""
         if self.metadata_listing and "files" in self.config.metadata_partitions:
-            from hoodie.metadata.reader import MetadataTable  # the metadata table reads through this module
-
             listing = MetadataTable.load(self.storage, self.config, self.timeline).file_listing()
             return classify_listing(
                 FileInfo(f"{p}/{name}" if p else name, name, size, None, False)

@@ -167,16 +167,10 @@ def _storage_options(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
-    from hoodie.compaction.execute import NothingToCompact, pending_compactions
     from hoodie.compaction.plan import schedule_compaction
     from hoodie.compaction.strategy import STRATEGY, CompactionConfig
+    from hoodie.config import TableConfig
     from hoodie.failpoints import arm_for_children, failpoint
-    from hoodie.table import Table
-    from hoodie.write.base_file import ParquetOptions
-    from hoodie.write.markers import sweep_completed
-    from hoodied.claims import LocalClaim
-    from hoodied.compactor import run_compaction_job
-    from hoodied.spark import SparkConfig, spark_session
 
     arm_for_children()
     hoodie_conf, spark_conf = _parse_conf(args.conf or [])
@@ -201,45 +195,64 @@ def _cmd_compact(args: argparse.Namespace) -> int:
         if args.mode == "schedule":
             return 0
         instant = scheduled.instant.time
+    settings = {**TableConfig.load(storage).props, **hoodie_conf}
+    return _run_pending(args, "compaction", storage, lock, instant, settings, spark_conf)
+
+
+def _run_pending(
+    args: argparse.Namespace,
+    name: str,
+    storage: Storage,
+    lock: LockProvider,
+    instant: str | None,
+    settings: dict[str, str],
+    spark_conf: dict[str, str],
+    *,
+    use_spark: bool = True,
+) -> int:
+    """Run the service's pending instant ``instant`` (default: the earliest) under a local claim, and say
+    what it did. Without Spark the tasks run on threads here."""
+    from hoodie.errors import CommitConflict, NothingToDo
+    from hoodie.registry import service_named
+    from hoodie.table import Table
+    from hoodie.write.markers import sweep_completed
+    from hoodied.claims import LocalClaim
+    from hoodied.jobs import run_service_job
+    from hoodied.spark import SparkConfig, spark_session
+
+    service = service_named(name)
     if instant is None:
         current = Table.load(storage)
-        pending = pending_compactions(current)
+        pending = service.pending(current)
         if not pending:
             sweep_completed(storage, current.timeline.is_completed)
-            print(f"no pending compaction on {args.path}")
+            print(f"no pending {name} on {args.path}")
             return 0
         instant = pending[0].time
-    table = Table.load(storage)
-    parquet = ParquetOptions.from_config({**table.config.props, **hoodie_conf})
-    with LocalClaim(storage, "compaction", instant) as claim:
-        spark = spark_session(SparkConfig(master=args.spark_master, conf=spark_conf))
+    with LocalClaim(storage, name, instant) as claim:
+        spark = spark_session(SparkConfig(master=args.spark_master, conf=spark_conf)) if use_spark else None
         try:
-            job = run_compaction_job(spark, storage, lock, instant, parquet=parquet, fence=claim.check)
-        except NothingToCompact as e:
+            run = run_service_job(
+                spark, service, storage, lock, instant, settings=settings, fence=claim.check
+            )
+        except NothingToDo as e:
             print(str(e))
             return 0
-    md = job.result.metadata
+        except CommitConflict as e:
+            print(f"{name} {instant} aborted: {e}")
+            return 3
     print(
-        f"completed compaction {instant}: {len(md.write_stats)} base file(s), {job.result.records_written} "
-        f"record(s), {job.result.bytes_written} byte(s) in {job.seconds:.1f} s"
-        + (
-            f"; rolled back an unfinished attempt ({job.rolled_back_files} file(s))"
-            if job.rolled_back_files
-            else ""
-        )
+        f"completed {name} {instant}: {run.done.summary}, in {run.seconds:.1f} s ({run.tasks} task(s) "
+        + ("on Spark)" if run.on_executors else "in this process)")
     )
     return 0
 
 
 def _cmd_clean(args: argparse.Namespace) -> int:
-    from hoodie.clean.execute import NothingToClean
     from hoodie.clean.plan import POLICY, CleanConfig, FailedWritesPolicy, pending_cleans, schedule_clean
     from hoodie.failpoints import arm_for_children, failpoint
     from hoodie.table import Table
     from hoodie.write.failed_writes import HeartbeatConfig, rollback_failed_writes
-    from hoodied.claims import LocalClaim
-    from hoodied.cleaner import run_clean_job
-    from hoodied.spark import SparkConfig, spark_session
 
     arm_for_children()
     hoodie_conf, spark_conf = _parse_conf(args.conf or [])
@@ -270,36 +283,13 @@ def _cmd_clean(args: argparse.Namespace) -> int:
             if args.mode == "schedule":
                 return 0
             instant = scheduled.instant.time
-    if instant is None:
-        pending = pending_cleans(Table.load(storage))
-        if not pending:
-            print(f"no pending clean on {args.path}")
-            return 0
-        instant = pending[0].time
-    with LocalClaim(storage, "clean", instant) as claim:
-        spark = spark_session(SparkConfig(master=args.spark_master, conf=spark_conf)) if args.spark else None
-        try:
-            job = run_clean_job(spark, storage, lock, instant, fence=claim.check)
-        except NothingToClean as e:
-            print(str(e))
-            return 0
-    r = job.result
-    print(
-        f"completed clean {instant}: {r.files_deleted} file(s) deleted, {r.bytes_deleted} byte(s) freed, "
-        f"{len(r.failed)} failed, in {job.seconds:.1f} s" + (" (Spark)" if job.used_spark else "")
-    )
-    return 0
+    return _run_pending(args, "clean", storage, lock, instant, settings, spark_conf, use_spark=args.spark)
 
 
 def _cmd_cluster(args: argparse.Namespace) -> int:
-    from hoodie.clustering.execute import ClusteringConflict, NothingToCluster, pending_clusterings
     from hoodie.clustering.plan import SORT_COLUMNS, ClusteringConfig, schedule_clustering
     from hoodie.failpoints import arm_for_children, failpoint
     from hoodie.table import Table
-    from hoodie.write.base_file import ParquetOptions
-    from hoodied.claims import LocalClaim
-    from hoodied.clusterer import run_clustering_job
-    from hoodied.spark import SparkConfig, spark_session
 
     arm_for_children()
     hoodie_conf, spark_conf = _parse_conf(args.conf or [])
@@ -325,36 +315,8 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
         if args.mode == "schedule":
             return 0
         instant = scheduled.instant.time
-    if instant is None:
-        pending = pending_clusterings(Table.load(storage))
-        if not pending:
-            print(f"no pending clustering on {args.path}")
-            return 0
-        instant = pending[0].time
-    parquet = ParquetOptions.from_config({**table.config.props, **hoodie_conf})
-    with LocalClaim(storage, "clustering", instant) as claim:
-        spark = spark_session(SparkConfig(master=args.spark_master, conf=spark_conf))
-        try:
-            job = run_clustering_job(spark, storage, lock, instant, parquet=parquet, fence=claim.check)
-        except NothingToCluster as e:
-            print(str(e))
-            return 0
-        except ClusteringConflict as e:
-            print(f"clustering {instant} aborted: {e}")
-            return 3
-    md = job.result.metadata
-    replaced = sum(len(ids) for ids in md.partition_to_replace_file_ids.values())
-    print(
-        f"completed clustering {instant}: {replaced} file group(s) rewritten into {len(md.write_stats)} "
-        f"file(s), {job.result.records_written} record(s), {job.result.bytes_written} byte(s) in "
-        f"{job.seconds:.1f} s"
-        + (
-            f"; rolled back an unfinished attempt ({job.rolled_back_files} file(s))"
-            if job.rolled_back_files
-            else ""
-        )
-    )
-    return 0
+    settings = {**table.config.props, **hoodie_conf}
+    return _run_pending(args, "clustering", storage, lock, instant, settings, spark_conf)
 
 
 INDEX_MODES = ("schedule", "execute", "schedule-and-execute", "dropindex")
@@ -363,7 +325,7 @@ INDEX_MODES = ("schedule", "execute", "schedule-and-execute", "dropindex")
 def _index_types(raw: str | None, mode: str) -> list[str]:
     """``--index-types`` as metadata-table partition names (Hudi's upper-case names too: ``COLUMN_STATS``);
     ``files`` (the whole metadata table) only for ``dropindex``."""
-    from hoodie.metadata.indexing import INDEXABLE, IndexingFailed
+    from hoodie.indexing.execute import INDEXABLE, IndexingFailed
     from hoodie.metadata.records import MetadataPartition
 
     names = [t.strip().lower() for t in (raw or "").split(",") if t.strip()]
@@ -381,15 +343,12 @@ def _index_types(raw: str | None, mode: str) -> list[str]:
 
 def _cmd_index(args: argparse.Namespace) -> int:
     from hoodie.failpoints import arm_for_children, failpoint
-    from hoodie.metadata.indexing import drop_index, pending_indexing, schedule_indexing
+    from hoodie.indexing.execute import drop_index, pending_indexing, schedule_indexing
     from hoodie.metadata.records import MetadataPartition
     from hoodie.metadata_table import METADATA_ENABLE
     from hoodie.table import Table
     from hoodie.timeline.instant import State
     from hoodie.timeline.metadata import decode_index_plan
-    from hoodied.claims import LocalClaim
-    from hoodied.indexer import run_indexing_job
-    from hoodied.spark import SparkConfig, spark_session
 
     arm_for_children()
     hoodie_conf, spark_conf = _parse_conf(args.conf or [])
@@ -427,21 +386,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
         if args.mode == "schedule":
             return 0
         instant = scheduled.instant.time
-    if instant is None:
-        pending = pending_indexing(Table.load(storage))
-        if not pending:
-            print(f"no pending indexing on {args.path}")
-            return 0
-        instant = pending[0].time
-    with LocalClaim(storage, "indexing", instant) as claim:
-        spark = spark_session(SparkConfig(master=args.spark_master, conf=spark_conf))
-        job = run_indexing_job(spark, storage, lock, instant, fence=claim.check)
-    r = job.result
-    print(
-        f"completed indexing {instant}: {', '.join(r.partitions)}, {r.records} record(s) from {job.tasks} "
-        f"task(s), {len(r.caught_up)} write(s) caught up, in {job.seconds:.1f} s"
-    )
-    return 0
+    return _run_pending(args, "indexing", storage, lock, instant, hoodie_conf, spark_conf)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

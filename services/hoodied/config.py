@@ -69,11 +69,9 @@ from typing import Any, TypeVar
 import yaml
 
 from hoodie.errors import HoodieError
+from hoodie.registry import SCHEDULABLE, SERVICE_NAMES, SERVICES, service_named
 from hoodied.errors import ServiceError
 from hoodied.keys import check_keys
-
-SERVICES = ("compaction", "clustering", "clean", "indexing")
-SCHEDULABLE = ("compaction", "clustering", "clean")
 
 _T = TypeVar("_T")
 
@@ -203,19 +201,18 @@ def _string_map(value: object, where: str) -> dict[str, str]:
 
 
 def _services(value: object, where: str) -> tuple[str, ...]:
-    return _names(value, where, SERVICES)
+    return _names(value, where, SERVICE_NAMES)
 
 
 def _schedulable(value: object, where: str) -> tuple[str, ...]:
     names = value.split(",") if isinstance(value, str) else value
     if isinstance(names, list):
         for i, item in enumerate(names):
-            if str(item).strip().lower() == "indexing":
+            name = str(item).strip().lower()
+            if name in SERVICE_NAMES and name not in SCHEDULABLE:
                 raise ConfigError(
-                    f"{where}[{i}]: 'indexing' is not one of {', '.join(SCHEDULABLE)}: as in Hudi, an "
-                    "index is built on request (hoodied index PATH --mode schedule, or Hudi's "
-                    "HoodieIndexer); the daemon runs the requested indexing instants of tables whose "
-                    "services list indexing"
+                    f"{where}[{i}]: {name!r} is not one of {', '.join(SCHEDULABLE)}: "
+                    f"{service_named(name).requested_by}"
                 )
     return _names(value, where, SCHEDULABLE)
 
@@ -303,7 +300,7 @@ class JobSettings:
 class TableSettings:
     """What hoodied does for one table (or for every table a discovery root finds)."""
 
-    services: tuple[str, ...] = SERVICES
+    services: tuple[str, ...] = SERVICE_NAMES
     schedule: tuple[str, ...] = ()
     hoodie: Mapping[str, str] = field(default_factory=dict)
     storage_options: Mapping[str, str] = field(default_factory=dict)
@@ -534,23 +531,9 @@ def _table_settings(s: _Section, base: TableSettings) -> TableSettings:
 
 def check_hoodie_settings(settings: Mapping[str, str], where: str) -> None:
     """Parse the services' ``hoodie.*`` settings now, so a bad one fails at start-up and names itself."""
-    from hoodie.clean.plan import CleanConfig
-    from hoodie.clustering.plan import ClusteringConfig
-    from hoodie.compaction.strategy import CompactionConfig
-    from hoodie.compaction.trigger import TriggerConfig
-    from hoodie.write.base_file import ParquetOptions
-    from hoodie.write.failed_writes import HeartbeatConfig
-
-    for parse in (
-        CompactionConfig.from_config,
-        TriggerConfig.from_config,
-        CleanConfig.from_config,
-        ClusteringConfig.from_config,
-        ParquetOptions.from_config,
-        HeartbeatConfig.from_config,
-    ):
+    for service in SERVICES:
         try:
-            parse(settings)
+            service.check_settings(settings)
         except (HoodieError, ValueError) as e:
             raise ConfigError(f"{where}: {e}") from None
 
@@ -607,8 +590,6 @@ def _discover(raw: object, defaults: TableSettings, notes: list[str]) -> list[Di
 
 
 __all__ = [
-    "SCHEDULABLE",
-    "SERVICES",
     "ConfigError",
     "DaemonConfig",
     "DiscoveryRoot",

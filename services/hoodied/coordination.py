@@ -30,7 +30,7 @@ from hoodie.config import TableConfig
 from hoodie.lock import AcquireOnEnter, LockProvider, lock_for_table
 from hoodie.lock.selection import FILE_SYSTEM_PROVIDER, STORAGE_PROVIDER, lock_provider_of
 from hoodie.storage import Storage
-from hoodied.claims import Claim, LocalClaim
+from hoodied.claims import CLAIMS_FOLDER, Claim, LocalClaim
 from hoodied.config import ZooKeeperSettings
 
 if TYPE_CHECKING:
@@ -141,8 +141,6 @@ class EmbeddedCoordination:
         return found
 
     def holders(self, storage: Storage, key: str) -> dict[str, Mapping[str, object]]:
-        from hoodied.claims import CLAIMS_FOLDER
-
         out: dict[str, Mapping[str, object]] = {}
         try:
             files = storage.list(CLAIMS_FOLDER)

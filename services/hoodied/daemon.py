@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import signal
 import tempfile
@@ -23,6 +24,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from hoodie.failpoints import arm_for_children
+from hoodie.registry import SERVICE_NAMES
 from hoodie.table import Table
 from hoodied.config import DaemonConfig
 from hoodied.coordination import (
@@ -36,18 +39,15 @@ from hoodied.logs import setup_logging
 from hoodied.metrics import Metrics
 from hoodied.spark import SparkConfig, spark_session
 from hoodied.supervisor import Supervisor, WatchedTable, read_last_results
+from hoodied.zookeeper import ZooKeeper, ZooKeeperConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-    from hoodied.zookeeper import ZooKeeper
 
 logger = logging.getLogger(__name__)
 
 
 def _zookeeper(config: DaemonConfig, metrics: Metrics | None, heartbeats: Heartbeats | None) -> ZooKeeper:
-    from hoodied.zookeeper import ZooKeeper, ZooKeeperConfig
-
     assert config.zookeeper is not None
     z = config.zookeeper
     zk = ZooKeeper(
@@ -81,7 +81,8 @@ def _zookeeper(config: DaemonConfig, metrics: Metrics | None, heartbeats: Heartb
     return zk
 
 
-POOLS = ("compaction", "clustering", "clean", "indexing")
+#: One FAIR pool per service.
+POOLS = SERVICE_NAMES
 
 
 def spark_config(config: DaemonConfig, work_dir: str | None = None) -> SparkConfig:
@@ -96,8 +97,6 @@ def spark_config(config: DaemonConfig, work_dir: str | None = None) -> SparkConf
 
 
 def _write_pools(work_dir: str) -> str:
-    import os
-
     pools = "".join(
         f'  <pool name="{p}"><schedulingMode>FIFO</schedulingMode><weight>1</weight>'
         f"<minShare>0</minShare></pool>\n"
@@ -302,8 +301,6 @@ def _table_status(t: WatchedTable) -> dict[str, object]:
 def status_report(config: DaemonConfig) -> list[dict[str, object]]:
     """``hoodied status``: per table, its pending instants, who holds each claim, and the last results any
     replica recorded. Reads the tables and ZooKeeper; changes nothing."""
-    from hoodied.supervisor import Supervisor
-
     metrics = Metrics(replica=config.replica)
     heartbeats = Heartbeats(started_at=time.time())
     zk = _zookeeper(config, None, None) if config.zookeeper is not None else None
@@ -388,8 +385,6 @@ def status_json(report: list[dict[str, object]]) -> str:
 
 
 def main_run(config_path: str, *, once: bool) -> int:
-    from hoodie.failpoints import arm_for_children
-
     arm_for_children()  # tests only: a crash point reached in a Spark task kills this replica, as a lost pod
     config = DaemonConfig.load(config_path)
     setup_logging(config.logging.level, config.logging.format)

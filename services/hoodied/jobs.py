@@ -1,5 +1,7 @@
-"""The Spark side every table-service job shares: a job group per instant, one Spark task per unit of work,
-Hudi-style write tokens, and a readable reason when a task fails.
+"""The one job runner for every table service: :func:`run_service_job` prepares a pending instant
+(:meth:`~hoodie.table_service.TableService.prepare`), runs its tasks as a Spark job (one Spark task per unit
+of work, Hudi-style write tokens) or on threads in the driver (jobs too small for executors, or no Spark at
+hand), and commits it; a failed task gets a readable reason.
 
 A job runs in the job group ``hoodied-<action>-<instant>`` so that it can be cancelled as a whole (a lost
 claim, a shutdown). Each task's write token is Spark's ``<partition id>-<stage id>-<task attempt id>``, as
@@ -18,13 +20,19 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pyspark import TaskContext
 
 from hoodie.errors import HoodieError
 from hoodie.lock import LockProvider
 from hoodie.storage import Storage
-from hoodie.timeline.instant import Instant
+from hoodie.table import Table
+from hoodie.table_service import Done, Fence, ServiceJob, TableService
 from hoodie.write.rollback import rollback_unfinished
 from hoodied.errors import CORRUPT_DATA_ERRORS, CorruptData, JobFailed
 
@@ -39,6 +47,102 @@ _R = TypeVar("_R")
 #: Seconds a failed job's other tasks get to stop before its rollback is given up.
 TASK_STOP_TIMEOUT = 120.0
 
+#: Threads for the tasks of a job that runs in the driver.
+DRIVER_THREADS = 8
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """A completed run of one service's instant."""
+
+    done: Done
+    seconds: float
+    tasks: int
+    on_executors: bool  # the tasks ran as a Spark job (not on the driver's threads)
+    rolled_back_files: int  # files of an abandoned earlier attempt rolled back first
+
+
+def run_service_job(
+    spark: SparkSession | None,
+    service: TableService,
+    storage: Storage,
+    lock: LockProvider,
+    instant_time: str | None = None,
+    *,
+    settings: Mapping[str, str] | None = None,
+    fence: Fence | None = None,
+    table: Table | None = None,
+) -> JobRun:
+    """Run ``service``'s pending instant at ``instant_time`` (default: the earliest) and commit it.
+
+    The caller holds the instant's claim (``fence`` re-checks it before any rollback and the commit).
+    ``settings`` are the table's properties overlaid with the operator's (default: the table's own);
+    ``table`` a view read after the claim was taken (saves the prepare step a load). Without ``spark``,
+    or for a job that says it is small, the tasks run on threads in the driver.
+    """
+    started = time.monotonic()
+    job = service.prepare(storage, lock, instant_time, settings or {}, table)
+    on_executors = spark is not None and not job.in_driver and bool(job.tasks)
+    T = job.instant.time
+    try:
+        if on_executors:
+            assert spark is not None
+            group = job_group(job.service, T)
+            results = run_tasks(
+                spark,
+                group,
+                f"{job.service} {T} of {storage.uri}",
+                job.tasks,
+                partial(_run_task, job.run_task),
+            )
+        else:
+            results = _run_in_driver(job)
+    except Exception as e:  # Py4JJavaError carries the Python traceback of the failed task
+        _failed(e, spark if on_executors else None, storage, lock, job, fence)
+    done = job.commit(results, fence)
+    return JobRun(done, time.monotonic() - started, len(job.tasks), on_executors, job.rolled_back_files)
+
+
+def _run_task(run_task: Callable[[Any, str], _R], task: Any) -> _R:
+    """An executor's side of a task: the service's ``run_task`` with the attempt's write token."""
+    return run_task(task, write_token(getattr(task, "index", 0)))
+
+
+def _run_in_driver(job: ServiceJob[Any, _R]) -> list[_R]:
+    tokens = [f"{i}-0-{i}" for i in range(len(job.tasks))]
+    if len(job.tasks) <= 1:
+        return [job.run_task(t, token) for t, token in zip(job.tasks, tokens, strict=True)]
+    with ThreadPoolExecutor(max_workers=min(DRIVER_THREADS, len(job.tasks))) as pool:
+        return list(pool.map(job.run_task, job.tasks, tokens))
+
+
+def _failed(
+    e: Exception,
+    spark: SparkSession | None,
+    storage: Storage,
+    lock: LockProvider,
+    job: ServiceJob[Any, Any],
+    fence: Fence | None,
+) -> None:
+    """A task failed: raise why, after rolling the attempt back when its tasks write files (then the
+    instant goes back to requested). Jobs whose tasks write nothing stay pending as they are."""
+    T = job.instant.time
+    what = f"{job.service} {T} of {storage.uri}"
+    reason = task_error(e)
+    error = CorruptData if is_corrupt_data(e) else JobFailed
+    logger.error("%s failed in a task: %s", what, reason)
+    if job.rollback_groups is None:
+        raise error(f"{what} failed (stays pending, re-runnable): {reason}") from e
+    if spark is not None and not wait_for_group(spark, job_group(job.service, T), TASK_STOP_TIMEOUT):
+        raise JobFailed(
+            f"{what} failed ({reason}); some of its tasks did not stop within {TASK_STOP_TIMEOUT:.0f} s, so "
+            "it is left inflight for its next runner to roll back"
+        ) from e
+    if fence is not None:
+        fence()
+    rollback_unfinished(storage, lock, job.instant, job.rollback_groups)
+    raise error(f"{what} failed (rolled back to requested): {reason}") from e
+
 
 def job_group(action: str, instant_time: str) -> str:
     return f"hoodied-{action}-{instant_time}"
@@ -46,8 +150,6 @@ def job_group(action: str, instant_time: str) -> str:
 
 def write_token(fallback_index: int) -> str:
     """The running Spark task's write token (``<index>-0-0`` outside Spark)."""
-    from pyspark import TaskContext
-
     ctx = TaskContext.get()
     if ctx is None:
         return f"{fallback_index}-0-0"
@@ -67,40 +169,6 @@ def run_tasks(
         return sc.parallelize(list(tasks), len(tasks)).map(fn).collect()
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-
-
-def run_service_tasks(
-    spark: SparkSession,
-    storage: Storage,
-    lock: LockProvider,
-    service: str,
-    instant: Instant,
-    tasks: Sequence[_T],
-    fn: Callable[[_T], _R],
-    groups: Iterable[tuple[str, str | None]],
-    fence: Callable[[], None] | None = None,
-) -> list[_R]:
-    """:func:`run_tasks` for a table service's pending ``instant`` (compaction, clustering): a failed task is
-    a definite failure, so the attempt's files in ``groups`` are rolled back, the instant goes back to
-    requested, and :class:`~hoodied.errors.JobFailed` says why. Only the claim holder cleans up: ``fence``
-    re-checks the claim first."""
-    T = instant.time
-    group = job_group(service, T)
-    try:
-        return run_tasks(spark, group, f"{service} {T} of {storage.uri}", tasks, fn)
-    except Exception as e:  # Py4JJavaError carries the Python traceback of the failed task
-        reason = task_error(e)
-        logger.error("%s %s of %s failed in a task: %s", service, T, storage.uri, reason)
-        if not wait_for_group(spark, group, TASK_STOP_TIMEOUT):
-            raise JobFailed(
-                f"{service} {T} of {storage.uri} failed ({reason}); some of its tasks did not stop within "
-                f"{TASK_STOP_TIMEOUT:.0f} s, so it is left inflight for its next runner to roll back"
-            ) from e
-        if fence is not None:
-            fence()
-        rollback_unfinished(storage, lock, instant, groups)
-        error = CorruptData if is_corrupt_data(e) else JobFailed
-        raise error(f"{service} {T} of {storage.uri} failed (rolled back to requested): {reason}") from e
 
 
 def wait_for_group(spark: SparkSession, group: str, timeout: float, poll: float = 0.1) -> bool:
@@ -166,10 +234,12 @@ _PYTHON_ERROR = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*: .*)$")
 
 
 __all__ = [
+    "DRIVER_THREADS",
     "TASK_STOP_TIMEOUT",
+    "JobRun",
     "is_corrupt_data",
     "job_group",
-    "run_service_tasks",
+    "run_service_job",
     "run_tasks",
     "task_error",
     "wait_for_group",

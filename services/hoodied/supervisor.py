@@ -31,6 +31,7 @@ Indexing instants are run, never scheduled: as in Hudi, an index is built on req
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import re
 import threading
@@ -39,23 +40,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from hoodie.clean.execute import NothingToClean
-from hoodie.clustering.execute import ClusteringConflict, NothingToCluster
-from hoodie.compaction.execute import NothingToCompact
-from hoodie.config import TableConfig, TableType
-from hoodie.errors import HoodieError
+from hoodie.config import TableConfig
+from hoodie.errors import CommitConflict, HoodieError, NothingToDo
 from hoodie.metadata_table import refuse_metadata_table
+from hoodie.registry import SERVICES, service_named
 from hoodie.storage import Storage
 from hoodie.table import Table
-from hoodie.timeline.instant import INDEXING, Instant, State
+from hoodie.table_service import TableService
+from hoodie.timeline.instant import Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator, parse_instant_time
 from hoodie.timeline.timeline import Timeline
+from hoodie.write.failed_writes import HeartbeatConfig, last_heartbeat_ms
 from hoodied.claims import Claim
 from hoodied.config import DaemonConfig, DiscoveryRoot, TableSettings
 from hoodied.coordination import SCHEDULE_CLAIM, Coordination, claim_name, table_key
 from hoodied.errors import CORRUPT_DATA_ERRORS, ClaimHeld, ClaimLost, JobFailed
 from hoodied.health import Heartbeats
-from hoodied.jobs import job_group
+from hoodied.jobs import job_group, run_service_job
 from hoodied.logs import log_context
 from hoodied.metrics import Metrics
 
@@ -64,17 +65,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Priority among instants of the same age: cleans free space and unblock nothing; compaction keeps reads
-# fast; clustering is the most expensive.
-_ACTION_ORDER = {"clean": 0, "compaction": 1, "clustering": 2, "indexing": 3}
-
 
 @dataclass(frozen=True)
 class WorkItem:
     """One pending instant of one table, offered to the workers."""
 
     table: WatchedTable
-    service: str  # compaction | clustering | clean | indexing
+    service: str  # a name in hoodie.registry.SERVICE_NAMES
     instant: Instant
 
     @property
@@ -86,7 +83,8 @@ class WorkItem:
         return (self.table.key, self.service, self.instant.time)
 
     def sort_key(self) -> tuple[str, int, str]:
-        return (self.instant.time, _ACTION_ORDER[self.service], self.table.key)
+        # Among instants of the same age, by the services' priority (cleans first: they free space).
+        return (self.instant.time, service_named(self.service).priority, self.table.key)
 
 
 @dataclass
@@ -396,72 +394,31 @@ class Supervisor:
         table.schedule_error = message
 
     def _schedule_service(
-        self, table: WatchedTable, service: str, generator: InstantTimeGenerator
+        self, table: WatchedTable, name: str, generator: InstantTimeGenerator
     ) -> tuple[Instant | None, str]:
         """Schedule one service on ``table`` if its trigger fires and there is something to plan."""
-        from hoodie.clean.plan import CleanConfig, FailedWritesPolicy, schedule_clean
-        from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
-        from hoodie.compaction.plan import schedule_compaction
-        from hoodie.compaction.strategy import CompactionConfig
-        from hoodie.compaction.trigger import TriggerConfig
-        from hoodie.write.failed_writes import HeartbeatConfig, rollback_failed_writes
-
         assert table.config is not None
+        assert table.timeline is not None
+        service = service_named(name)
         storage, config = table.storage, table.config
-        settings = self._table_settings(table)
+        not_here = service.applies_to(config)
+        if not_here is not None:
+            return None, not_here
         lock = self.coordination.table_lock(storage, config, table.settings.hoodie)
-        if service == "compaction":
-            if config.table_type is not TableType.MERGE_ON_READ:
-                return None, "only MERGE_ON_READ tables compact"
-            refuse_metadata_table(storage, config, "compaction")
-            result = schedule_compaction(
-                storage,
-                lock,
-                config=CompactionConfig.from_config(settings),
-                trigger=TriggerConfig.from_config(settings),
-                time_generator=generator,
+        view = Table(storage, config, table.timeline)
+        scheduled = service.schedule(view, lock, self._table_settings(table), generator)
+        if scheduled.files_deleted:
+            self.metrics.files_deleted.labels(table=table.name, action="rollback").inc(
+                scheduled.files_deleted
             )
-            return result.instant, result.reason
-        if service == "clustering":
-            c = schedule_clustering(
-                storage,
-                lock,
-                config=ClusteringConfig.from_config(settings),
-                respect_trigger=True,
-                time_generator=generator,
-            )
-            return c.instant, c.reason
-        clean_config = CleanConfig.from_config(settings)
-        refuse_metadata_table(storage, config, "clean")
-        if clean_config.failed_writes is FailedWritesPolicy.LAZY:
-            for done in rollback_failed_writes(storage, lock, HeartbeatConfig.from_config(settings)):
-                logger.info(
-                    "rolled back failed write %s of %s (heartbeat expired): %d file(s) deleted",
-                    done.rolled_back,
-                    table.name,
-                    len(done.deleted),
-                )
-                self.metrics.files_deleted.labels(table=table.name, action="rollback").inc(len(done.deleted))
-        cl = schedule_clean(
-            storage, lock, config=clean_config, respect_trigger=True, time_generator=generator
-        )
-        return cl.instant, cl.reason
+        return scheduled.instant, scheduled.reason
 
     def _collect(self, table: WatchedTable) -> None:
         """Record the table's pending instants (gauges) and the runnable ones (work items)."""
-        from hoodie.clean.plan import pending_cleans
-        from hoodie.clustering.execute import pending_clusterings
-        from hoodie.compaction.execute import pending_compactions
-
         assert table.timeline is not None
         assert table.config is not None
         view = Table(table.storage, table.config, table.timeline)
-        pending: dict[str, list[Instant]] = {
-            "compaction": pending_compactions(view),
-            "clustering": pending_clusterings(view),
-            "clean": pending_cleans(view),
-            "indexing": [i for i in table.timeline.pending() if i.action == INDEXING],
-        }
+        pending: dict[str, list[Instant]] = {s.name: s.pending(view) for s in SERVICES}
         table.pending = pending
         now_wall = time.time()
         zone_now = InstantTimeGenerator().now_in_zone(table.config)
@@ -489,8 +446,6 @@ class Supervisor:
     def _takeover_due(self, item: WorkItem, now_wall: float) -> bool:
         """An inflight instant is runnable when we run it, or when nobody has claimed it for
         ``takeover_grace`` and its Hudi heartbeat (if any) is stale."""
-        from hoodie.write.failed_writes import HeartbeatConfig, last_heartbeat_ms
-
         table = item.table
         if item.ident in self._running:
             return False
@@ -629,9 +584,9 @@ class Supervisor:
             self.metrics.count_requests(table.name, item.service, job_storage.requests.snapshot())
         except ClaimLost as e:
             outcome = self._outcome(item, False, "claim_lost", f"claim lost, not committed: {e}", started)
-        except ClusteringConflict as e:
+        except CommitConflict as e:
             outcome = self._outcome(item, False, "conflict", f"aborted on a conflicting write: {e}", started)
-        except (NothingToCompact, NothingToCluster, NothingToClean) as e:
+        except NothingToDo as e:
             outcome = self._outcome(item, True, "already_done", str(e), started)
         except CORRUPT_DATA_ERRORS as e:
             outcome = self._outcome(item, False, "corrupt", f"{type(e).__name__}: {e}", started)
@@ -649,85 +604,41 @@ class Supervisor:
         return JobOutcome(item.service, item.instant.time, ok, kind, message, self._clock() - started)
 
     def _execute(self, item: WorkItem, claim: Claim, current: Table) -> JobOutcome:
-        from hoodie.write.base_file import ParquetOptions
-        from hoodied.cleaner import run_clean_job
-        from hoodied.clusterer import run_clustering_job
-        from hoodied.compactor import run_compaction_job
-        from hoodied.indexer import run_indexing_job
-
         table = item.table
+        service: TableService = service_named(item.service)
         storage = current.storage
         settings = {**current.config.props, **table.settings.hoodie}
         lock = self.coordination.table_lock(storage, current.config, table.settings.hoodie)
-        T = item.instant.time
         started = self._clock()
         spark = self._spark()
         if self.config.spark.fair_pools:
             spark.sparkContext.setLocalProperty("spark.scheduler.pool", item.service)
         try:
-            if item.service == "compaction":
-                c = run_compaction_job(
-                    spark, storage, lock, T, parquet=ParquetOptions.from_config(settings), fence=claim.check
-                )
-                md = c.result.metadata
-                return JobOutcome(
-                    item.service,
-                    T,
-                    True,
-                    "done",
-                    f"{len(md.write_stats)} base file(s), {c.result.records_written} record(s)"
-                    + (
-                        f"; rolled back an unfinished attempt ({c.rolled_back_files} file(s))"
-                        if c.rolled_back_files
-                        else ""
-                    ),
-                    self._clock() - started,
-                    c.result.records_written,
-                    c.result.bytes_written,
-                    c.rolled_back_files,
-                )
-            if item.service == "clustering":
-                k = run_clustering_job(
-                    spark, storage, lock, T, parquet=ParquetOptions.from_config(settings), fence=claim.check
-                )
-                return JobOutcome(
-                    item.service,
-                    T,
-                    True,
-                    "done",
-                    f"{k.result.file_groups_replaced} file group(s) rewritten into "
-                    f"{len(k.result.metadata.write_stats)} file(s), {k.result.records_written} record(s)",
-                    self._clock() - started,
-                    k.result.records_written,
-                    k.result.bytes_written,
-                    k.rolled_back_files,
-                )
-            if item.service == "indexing":
-                x = run_indexing_job(spark, storage, lock, T, fence=claim.check)
-                return JobOutcome(
-                    item.service,
-                    T,
-                    True,
-                    "done",
-                    f"built {', '.join(x.result.partitions)}: {x.result.records} record(s) from "
-                    f"{x.tasks} task(s), {len(x.result.caught_up)} write(s) caught up",
-                    self._clock() - started,
-                    x.result.records,
-                )
-            r = run_clean_job(spark, storage, lock, T, fence=claim.check)
-            return JobOutcome(
-                item.service,
-                T,
-                True,
-                "done",
-                f"{r.result.files_deleted} file(s) deleted, {r.result.bytes_deleted} byte(s) freed, "
-                f"{len(r.result.failed)} failed",
-                self._clock() - started,
-                files_deleted=r.result.files_deleted,
+            run = run_service_job(
+                spark,
+                service,
+                storage,
+                lock,
+                item.instant.time,
+                settings=settings,
+                fence=claim.check,
+                table=current,
             )
         finally:
             if self.config.spark.fair_pools:
                 spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
+        done = run.done
+        return JobOutcome(
+            item.service,
+            item.instant.time,
+            True,
+            "done",
+            done.summary,
+            self._clock() - started,
+            done.records,
+            done.bytes_written,
+            done.files_deleted,
+        )
 
     def _record(self, item: WorkItem, outcome: JobOutcome) -> None:
         table = item.table
@@ -859,8 +770,6 @@ RESULTS_FOLDER = ".hoodie/.aux/hoodied/results"
 
 def write_last_result(storage: Storage, outcome: JobOutcome) -> None:
     """Keep the outcome of each service's last job in the table, for ``hoodied status`` (any replica's)."""
-    import json
-
     try:
         storage.create(
             f"{RESULTS_FOLDER}/{outcome.service}.json",
@@ -872,10 +781,8 @@ def write_last_result(storage: Storage, outcome: JobOutcome) -> None:
 
 
 def read_last_results(storage: Storage) -> dict[str, dict[str, object]]:
-    import json
-
     out: dict[str, dict[str, object]] = {}
-    for service in ("compaction", "clustering", "clean", "indexing"):
+    for service in (s.name for s in SERVICES):
         try:
             value = json.loads(storage.read(f"{RESULTS_FOLDER}/{service}.json"))
         except Exception:

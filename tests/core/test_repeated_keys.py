@@ -28,8 +28,8 @@ import pytest
 from hoodie import Table
 from hoodie.clustering.plan import ClusteringConfig
 from hoodie.errors import RecordIndexConflict
+from hoodie.indexing.execute import run_indexing, schedule_indexing
 from hoodie.lock import FileSystemLock
-from hoodie.metadata.indexing import run_indexing, schedule_indexing
 from hoodie.storage import Storage
 from hoodie.write.generate import TRIPS_SCHEMA, GenerateSpec, TripGenerator, generate_table
 from hoodie.write.table_writer import TableWriter, WriteConfig

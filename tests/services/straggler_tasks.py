@@ -20,7 +20,7 @@ class StragglerTask:
     role: str  # "fail" | "slow"
 
 
-def run(task: StragglerTask) -> int:
+def run(task: StragglerTask, write_token: str) -> int:
     if task.role == "fail":
         time.sleep(0.3)
         raise RuntimeError("this task fails on purpose")

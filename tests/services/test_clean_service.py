@@ -15,6 +15,7 @@ import pytest
 from clean_checks import capture_reads, check_clean, data_bytes
 from hoodie import Table
 from hoodie.clean.plan import CleanConfig, CleanPolicy, schedule_clean
+from hoodie.clean.service import Clean
 from hoodie.errors import WriteConflict
 from hoodie.failpoints import ENV as FAILPOINTS
 from hoodie.lock import FileSystemLock
@@ -23,7 +24,7 @@ from hoodie.timeline.instant import CLEAN, ROLLBACK, State
 from hoodie.timeline.metadata import decode_cleaner_plan
 from hoodie.write.generate import GenerateSpec, TripGenerator, generate_table
 from hoodie.write.table_writer import TableWriter
-from hoodied.cleaner import run_clean_job
+from hoodied.jobs import run_service_job
 
 
 def _cow(root: Path, commits: int = 5) -> None:
@@ -155,7 +156,7 @@ def test_a_large_plan_deletes_through_spark(tmp_path: Path, spark: Any) -> None:
     )
     assert scheduled.instant is not None
     assert scheduled.plan is not None
-    job = run_clean_job(spark, storage, lock, spark_min_files=1, parallelism=3)
-    assert job.used_spark
+    job = run_service_job(spark, Clean(executor_min_files=1, parallelism=3), storage, lock)
+    assert job.on_executors
     check_clean(root, before, scheduled.instant.time, scheduled.plan, "Spark clean")
-    assert before.data_bytes - data_bytes(root) == job.result.bytes_deleted == scheduled.bytes_to_delete
+    assert before.data_bytes - data_bytes(root) == job.done.bytes_deleted == scheduled.bytes_to_delete

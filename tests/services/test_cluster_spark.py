@@ -20,14 +20,15 @@ from clustering_checks import capture, check_after
 from hoodie import Table
 from hoodie.clustering.execute import ClusteringConflict, pending_clusterings
 from hoodie.clustering.plan import ClusteringConfig, clustering_plan_of, schedule_clustering
+from hoodie.clustering.service import CLUSTERING
 from hoodie.failpoints import ENV as FAILPOINTS
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.timeline.instant import ROLLBACK, State
 from hoodie.write.generate import GenerateSpec, generate_table
 from hoodied.claims import LocalClaim
-from hoodied.clusterer import run_clustering_job
 from hoodied.errors import JobFailed
+from hoodied.jobs import run_service_job
 
 pytestmark = pytest.mark.spark
 
@@ -73,13 +74,13 @@ def test_spark_job_clusters_every_planned_group(
     assert scheduled.plan is not None
     T = scheduled.instant.time
     with LocalClaim(storage, "clustering", T) as claim:
-        job = run_clustering_job(spark, storage, lock, fence=claim.check)
+        job = run_service_job(spark, CLUSTERING, storage, lock, fence=claim.check)
     md = check_after(root, before, T, scheduled.plan, f"spark v{version}", sort_columns=("rider",))
     assert len(md.write_stats) == len(scheduled.plan.input_groups)
     # Write tokens come from Spark: partition id, stage id, task attempt id.
     tokens = {s.path.rsplit("_", 2)[-2] for s in md.write_stats if s.path}
     assert {int(t.split("-")[0]) for t in tokens} == set(range(len(scheduled.plan.input_groups)))
-    assert job.result.records_written == sum(s.num_writes or 0 for s in md.write_stats)
+    assert job.done.records == sum(s.num_writes or 0 for s in md.write_stats)
     assert job.rolled_back_files == 0
 
 
@@ -97,7 +98,7 @@ def test_a_failed_task_rolls_the_attempt_back_to_requested(spark: Any, tmp_path:
     assert victim.data_file_name is not None
     (root / victim.partition_path / victim.data_file_name).unlink()
     with pytest.raises(JobFailed, match=f"clustering {T}") as failure:
-        run_clustering_job(spark, storage, lock)
+        run_service_job(spark, CLUSTERING, storage, lock)
     assert "rolled back to requested" in str(failure.value)
     timeline = Table.open(str(root)).timeline
     assert timeline.get(T).state is State.REQUESTED  # type: ignore[union-attr]
@@ -112,14 +113,15 @@ from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
 from hoodie.failpoints import arm_for_children
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
-from hoodied.clusterer import run_clustering_job
+from hoodie.clustering.service import CLUSTERING
+from hoodied.jobs import run_service_job
 from hoodied.spark import SparkConfig, spark_session
 
 arm_for_children()
 storage = Storage.for_uri(sys.argv[1])
 lock = FileSystemLock(storage, expire_seconds=2)
 schedule_clustering(storage, lock, config=ClusteringConfig(sort_columns=("rider",)), respect_trigger=False)
-run_clustering_job(spark_session(SparkConfig(master="local[2]")), storage, lock)
+run_service_job(spark_session(SparkConfig(master="local[2]")), CLUSTERING, storage, lock)
 """
 
 
@@ -145,7 +147,7 @@ def test_sigkill_in_a_spark_task_leaves_a_correct_table_and_the_next_run_finishe
     now = capture(root)
     assert now.ours.num_rows == before.ours.num_rows
     storage = Storage.for_uri(str(root))
-    job = run_clustering_job(spark, storage, FileSystemLock(storage, acquire_timeout=30))
+    job = run_service_job(spark, CLUSTERING, storage, FileSystemLock(storage, acquire_timeout=30))
     assert job.rolled_back_files >= 1
     plan = clustering_plan_of(Table.open(str(root)), T)
     assert plan is not None
@@ -206,7 +208,7 @@ def test_a_concurrent_writer_loses_no_update(spark: Any, tmp_path: Path) -> None
                 T = scheduled.instant.time
                 try:
                     with LocalClaim(storage, "clustering", T) as claim:
-                        run_clustering_job(spark, storage, lock, fence=claim.check)
+                        run_service_job(spark, CLUSTERING, storage, lock, fence=claim.check)
                     outcomes.append((T, "committed"))
                 except ClusteringConflict as e:
                     outcomes.append((T, f"aborted by {e.conflicting_instant}"))

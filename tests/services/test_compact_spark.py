@@ -19,6 +19,7 @@ import pytest
 from compaction_checks import capture, check_after
 from hoodie import Table
 from hoodie.compaction.plan import schedule_compaction
+from hoodie.compaction.service import COMPACTION
 from hoodie.failpoints import ENV as FAILPOINTS
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
@@ -26,8 +27,8 @@ from hoodie.timeline.instant import ROLLBACK, State
 from hoodie.write.generate import GenerateSpec, generate_table
 from hoodied.claims import LocalClaim
 from hoodied.cli import main
-from hoodied.compactor import run_compaction_job
 from hoodied.errors import JobFailed
+from hoodied.jobs import run_service_job
 
 pytestmark = pytest.mark.spark
 
@@ -69,14 +70,14 @@ def test_spark_job_compacts_every_planned_slice(
     assert scheduled.plan is not None
     T = scheduled.instant.time
     with LocalClaim(storage, "compaction", T) as claim:
-        job = run_compaction_job(spark, storage, lock, fence=claim.check)
+        job = run_service_job(spark, COMPACTION, storage, lock, fence=claim.check)
     md = check_after(root, before, T, f"spark v{version}")
     assert len(md.write_stats) == len(scheduled.plan.operations)
     # Write tokens come from Spark: partition id, stage id, task attempt id.
     tokens = {s.path.rsplit("_", 2)[-2] for s in md.write_stats if s.path}
     assert len(tokens) == len(md.write_stats)
     assert {int(t.split("-")[0]) for t in tokens} == set(range(len(md.write_stats)))
-    assert job.result.records_written == sum(s.num_writes or 0 for s in md.write_stats)
+    assert job.done.records == sum(s.num_writes or 0 for s in md.write_stats)
 
 
 def test_a_failed_task_rolls_the_attempt_back_to_requested(spark: Any, tmp_path: Path) -> None:
@@ -93,7 +94,7 @@ def test_a_failed_task_rolls_the_attempt_back_to_requested(spark: Any, tmp_path:
     victim = root / op.partition_path / op.delta_file_paths[0]
     victim.unlink()
     with pytest.raises(JobFailed, match=f"compaction {T}") as failure:
-        run_compaction_job(spark, storage, lock)
+        run_service_job(spark, COMPACTION, storage, lock)
     assert "rolled back to requested" in str(failure.value)
     timeline = Table.open(str(root)).timeline
     assert timeline.get(T).state is State.REQUESTED  # type: ignore[union-attr]
@@ -208,7 +209,7 @@ def test_a_concurrent_writer_loses_no_update(spark: Any, tmp_path: Path, version
             scheduled = schedule_compaction(storage, lock)
             if scheduled.instant is not None:
                 with LocalClaim(storage, "compaction", scheduled.instant.time) as claim:
-                    run_compaction_job(spark, storage, lock, fence=claim.check)
+                    run_service_job(spark, COMPACTION, storage, lock, fence=claim.check)
                 compacted.append((scheduled.instant.time, writer.poll() is None))
             if finished:
                 break

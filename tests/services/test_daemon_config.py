@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from hoodie.registry import SERVICE_NAMES
 from hoodied.config import (
-    SERVICES,
     ConfigError,
     DaemonConfig,
     JobSettings,
@@ -42,7 +42,7 @@ def test_defaults() -> None:
     assert config.metrics.port == 9464
     assert config.jobs == JobSettings()
     (entry,) = config.tables
-    assert entry.settings.services == SERVICES
+    assert entry.settings.services == SERVICE_NAMES
     assert entry.settings.schedule == ()
 
 

@@ -16,8 +16,8 @@ from daemon_tables import assert_same_snapshot, cow_table, mor_table, snapshot
 from hoodie import Table
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.config import METADATA_PARTITIONS, TableConfig
+from hoodie.indexing.execute import run_indexing, schedule_indexing
 from hoodie.lock import FileSystemLock
-from hoodie.metadata.indexing import run_indexing, schedule_indexing
 from hoodie.storage import Storage
 from hoodie.timeline.instant import State
 from hoodie.write.generate import GenerateSpec, generate_table

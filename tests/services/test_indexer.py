@@ -13,8 +13,7 @@ import pytest
 
 from compare import assert_same_rows
 from hoodie import Table
-from hoodie.lock import FileSystemLock
-from hoodie.metadata.indexing import (
+from hoodie.indexing.execute import (
     IndexingFailed,
     build_index_records,
     drop_index,
@@ -22,13 +21,16 @@ from hoodie.metadata.indexing import (
     pending_indexing,
     schedule_indexing,
 )
+from hoodie.indexing.service import INDEXING as INDEXING_SERVICE
+from hoodie.indexing.service import Indexing
+from hoodie.lock import FileSystemLock
 from hoodie.metadata.reader import METADATA_TABLE_PATH
 from hoodie.storage import Storage
 from hoodie.timeline.instant import INDEXING, State
 from hoodied.claims import LocalClaim
 from hoodied.cli import main
 from hoodied.errors import ClaimLost
-from hoodied.indexer import run_indexing_job
+from hoodied.jobs import run_service_job
 from hudi_oracle import HudiOracle, OracleRows, Query
 from metadata_checks import check_metadata_table, generate_small_table
 
@@ -69,14 +71,15 @@ def test_spark_job_builds_indexes_covering_every_key_and_file(
     in_process = build_index_records(storage, table.config, T, INDEXES, slices)
 
     with LocalClaim(storage, "indexing", T) as claim:
-        job = run_indexing_job(spark, storage, lock, fence=claim.check, parallelism=4)
+        job = run_service_job(spark, Indexing(parallelism=4), storage, lock, fence=claim.check)
 
     assert len(slices) > 1
     assert job.tasks == min(4, len(slices)), (job.tasks, len(slices))
-    assert job.result.instant.time == T
-    assert sorted(job.result.partitions) == sorted(INDEXES)
-    assert job.result.records == sum(len(r) for r in in_process.records.values())
-    assert job.result.caught_up == ()
+    assert job.done.instant.time == T
+    assert job.done.summary.startswith("built "), job.done.summary
+    assert sorted(job.done.summary[len("built ") :].split(":")[0].split(", ")) == sorted(INDEXES)
+    assert job.done.records == sum(len(r) for r in in_process.records.values())
+    assert job.done.summary.endswith(" 0 write(s) caught up"), job.done.summary
     table = Table.open(str(root))
     done = table.timeline.get(T)
     assert done is not None
@@ -108,7 +111,7 @@ def test_a_lost_claim_commits_nothing_and_the_next_run_completes(spark: Any, tmp
         raise ClaimLost(f"indexing {T}: taken over")
 
     with pytest.raises(ClaimLost, match="taken over"):
-        run_indexing_job(spark, storage, lock, T, fence=lost)
+        run_service_job(spark, INDEXING_SERVICE, storage, lock, T, fence=lost)
     table = Table.open(str(root))
     assert [i.time for i in pending_indexing(table)] == [T]
     assert table.config.metadata_partitions == ("files",)
@@ -119,8 +122,8 @@ def test_a_lost_claim_commits_nothing_and_the_next_run_completes(spark: Any, tmp
     assert not lock.is_held
     check_metadata_table(root, "claim lost")
 
-    job = run_indexing_job(spark, storage, lock)
-    assert job.result.instant.time == T
+    job = run_service_job(spark, INDEXING_SERVICE, storage, lock)
+    assert job.done.instant.time == T
     assert not pending_indexing(Table.open(str(root)))
     check_metadata_table(root, "re-run after a lost claim")
     _hudi_rs_reads_the_same(root)
@@ -135,7 +138,7 @@ def test_an_index_dropped_while_being_built_is_not_completed(spark: Any, tmp_pat
     assert scheduled.instant is not None
     assert drop_index(storage, lock, ["record_index"]) == ["record_index"]  # as Hudi's dropindex may
     with pytest.raises(IndexingFailed, match="record_index is no longer being built"):
-        run_indexing_job(spark, storage, lock)
+        run_service_job(spark, INDEXING_SERVICE, storage, lock)
     table = Table.open(str(root))
     assert [i.time for i in pending_indexing(table)] == [scheduled.instant.time]
     assert table.config.metadata_partitions == ("files",)
@@ -161,7 +164,7 @@ def test_cli_schedule_execute_drop_and_bad_requests(
         assert f"indexing {T} is building column_stats, record_index: complete it first" in err, err
     assert main(["index", path, "--mode", "execute"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"completed indexing {T}: column_stats, record_index, "), out
+    assert out.startswith(f"completed indexing {T}: built column_stats, record_index: "), out
     assert main(["index", path, "--mode", "execute"]) == 0
     assert capsys.readouterr().out == f"no pending indexing on {path}\n"
     assert main(["index", path, "--mode", "schedule-and-execute", "--index-types", "bloom_filters"]) == 0
@@ -192,8 +195,8 @@ def test_cli_schedule_execute_drop_and_bad_requests(
     assert "--mode schedule needs --index-types" in capsys.readouterr().err
     assert main(["index", path, "--mode", "schedule", "--index-types", "column_stats", "--instant", T]) == 1
     assert "--instant names a pending indexing" in capsys.readouterr().err
-    assert main(["index", path, "--mode", "execute", "--instant", "20990101000000000"]) == 2
-    assert "no pending indexing 20990101000000000" in capsys.readouterr().err
+    assert main(["index", path, "--mode", "execute", "--instant", "20990101000000000"]) == 0
+    assert "no pending indexing 20990101000000000" in capsys.readouterr().out
     assert main(["index", path, "--mode", "execute", "--conf", "spark.foo"]) == 1
     assert "key=value" in capsys.readouterr().err
     assert main(["index", path, "--mode", "dropindex", "--index-types", "record_index,expr_index_x"]) == 2

@@ -4,6 +4,7 @@ stopped, so a slow task cannot leave a file behind the rollback."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,17 +14,63 @@ from pyspark import cloudpickle
 
 from hoodie.compaction.execute import prepare_compaction
 from hoodie.compaction.plan import schedule_compaction
-from hoodie.lock import FileSystemLock
+from hoodie.lock import FileSystemLock, LockProvider
 from hoodie.storage import Storage
 from hoodie.table import Table
-from hoodie.timeline.instant import ROLLBACK, State
+from hoodie.table_service import Done, Fence, Scheduled, ServiceJob, TableService
+from hoodie.timeline.instant import ROLLBACK, Instant, State
+from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.write.generate import GenerateSpec, generate_table
 from hoodied.errors import JobFailed
-from hoodied.jobs import run_service_tasks, task_error
+from hoodied.jobs import run_service_job, task_error
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 cloudpickle.register_pickle_by_value(straggler_tasks)
+
+
+class Stragglers(TableService):
+    """A compaction whose two tasks are a slow one that writes a file late and one that fails."""
+
+    name = "compaction"
+    priority = 1
+
+    def check_settings(self, settings: Mapping[str, str]) -> None:
+        pass
+
+    def pending(self, table: Table) -> list[Instant]:
+        raise AssertionError("not asked")
+
+    def schedule(
+        self,
+        table: Table,
+        lock: LockProvider,
+        settings: Mapping[str, str],
+        time_generator: InstantTimeGenerator | None = None,
+    ) -> Scheduled:
+        raise AssertionError("not asked")
+
+    def prepare(
+        self,
+        storage: Storage,
+        lock: LockProvider,
+        instant_time: str | None,
+        settings: Mapping[str, str],
+        table: Table | None = None,
+    ) -> ServiceJob[straggler_tasks.StragglerTask, int]:
+        prepared = prepare_compaction(storage, lock)
+        T = prepared.instant.time
+        op = prepared.plan.operations[0]
+        tasks = tuple(
+            straggler_tasks.StragglerTask(storage.uri, T, op.partition_path, op.file_id, role)
+            for role in ("slow", "fail")
+        )
+
+        def commit(results: object, fence: Fence | None) -> Done:
+            raise AssertionError("a failed job must not commit")
+
+        groups = ((op.partition_path, op.file_id),)
+        return ServiceJob(self.name, prepared.instant, tasks, straggler_tasks.run, commit, groups)
 
 
 def test_the_rollback_of_a_failed_job_waits_for_its_other_tasks(tmp_path: Path, spark: Any) -> None:
@@ -31,19 +78,11 @@ def test_the_rollback_of_a_failed_job_waits_for_its_other_tasks(tmp_path: Path, 
     generate_table(str(root), GenerateSpec(table_version=8, rows=200, commits=2, partitions=1, seed=9))
     storage = Storage.for_uri(str(root))
     lock = FileSystemLock(storage)
-    assert schedule_compaction(storage, lock).instant is not None
-    prepared = prepare_compaction(storage, lock)
-    T = prepared.instant.time
-    op = prepared.plan.operations[0]
-    tasks = [
-        straggler_tasks.StragglerTask(str(root), T, op.partition_path, op.file_id, role)
-        for role in ("slow", "fail")
-    ]
-    groups: list[tuple[str, str | None]] = [(op.partition_path, op.file_id)]
+    scheduled = schedule_compaction(storage, lock).instant
+    assert scheduled is not None
+    T = scheduled.time
     with pytest.raises(JobFailed, match="rolled back to requested"):
-        run_service_tasks(
-            spark, storage, lock, "compaction", prepared.instant, tasks, straggler_tasks.run, groups
-        )
+        run_service_job(spark, Stragglers(), storage, lock)
     # The straggler wrote its file 1 s in, after the job had failed; the rollback waited for it to stop (Spark
     # kills its worker) and deleted the file. Nothing may appear afterwards.
     time.sleep(3)

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from hoodie.clean.plan import pending_cleans
-from hoodie.errors import CommitConflict, CorruptTimelineFile, HoodieError, PathOutsideTable
+from hoodie.errors import CommitConflict, CorruptTimelineFile, HoodieError, NothingToDo, PathOutsideTable
 from hoodie.failpoints import failpoint
 from hoodie.file_group.base_file import BaseFile
 from hoodie.lock import LockProvider, held
@@ -61,7 +61,7 @@ MISSING = "missing"
 FAILED = "failed"
 
 
-class NothingToClean(HoodieError):
+class NothingToClean(NothingToDo):
     """No pending clean (or not the one asked for)."""
 
 
@@ -189,9 +189,10 @@ def prepare_clean(
     instant_time: str | None = None,
     *,
     time_generator: InstantTimeGenerator | None = None,
+    view: Table | None = None,
 ) -> PreparedClean:
     """Move the clean at ``instant_time`` (default: the earliest pending) to inflight; return its deletes."""
-    table = Table.load(storage)
+    table = view if view is not None else Table.load(storage)
     refuse_metadata_table(storage, table.config, "clean")
     pending = pending_cleans(table)
     if instant_time is None:
@@ -339,7 +340,7 @@ def clean_in_process(
     fence: Callable[[], None] | None = None,
 ) -> CleanResult:
     """Run a pending clean with its deletes on a thread pool in this process (hoodied uses Spark for large
-    plans, see ``hoodied.cleaner``)."""
+    plans, see ``hoodie.clean.service``)."""
     started = time.monotonic()
     prepared = prepare_clean(storage, lock, instant_time)
     batches = prepared.batches(storage, batch_size)

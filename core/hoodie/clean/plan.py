@@ -378,6 +378,7 @@ def schedule_clean(
     respect_trigger: bool = False,
     now: dt.datetime | None = None,
     time_generator: InstantTimeGenerator | None = None,
+    view: Table | None = None,
 ) -> CleanScheduleResult:
     """Plan and request a clean now (not while another clean is pending).
 
@@ -401,7 +402,7 @@ def schedule_clean(
         result = plan_clean(table, config, now or generator.now_in_zone(table.config))
         return result if result.plan is not None else CleanScheduleResult(None, None, result.reason)
 
-    table = Table.load(storage)
+    table = view if view is not None else Table.load(storage)
     ahead = decide(table)
     if isinstance(ahead, CleanScheduleResult):
         logger.debug("clean of %s not scheduled: %s", storage.uri, ahead.reason)

@@ -63,7 +63,14 @@ from hoodie.clustering.plan import (
     is_clustering,
     requested_action,
 )
-from hoodie.errors import CommitConflict, CorruptBaseFile, CorruptTimelineFile, HoodieError, UnsupportedTable
+from hoodie.errors import (
+    CommitConflict,
+    CorruptBaseFile,
+    CorruptTimelineFile,
+    HoodieError,
+    NothingToDo,
+    UnsupportedTable,
+)
 from hoodie.failpoints import failpoint
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroupId, FileSlice
@@ -105,7 +112,7 @@ _SORT_AND_SIZE = ("SparkSortAndSizeExecutionStrategy", "JavaSortAndSizeExecution
 _LAYOUT_STRATEGY = "hoodie.layout.optimize.strategy"
 
 
-class NothingToCluster(HoodieError):
+class NothingToCluster(NothingToDo):
     """No pending clustering (or not the one asked for)."""
 
 
@@ -201,6 +208,7 @@ def prepare_clustering(
     *,
     parquet: ParquetOptions | None = None,
     time_generator: InstantTimeGenerator | None = None,
+    view: Table | None = None,
 ) -> PreparedClustering:
     """Move the clustering at ``instant_time`` (default: the earliest pending one) to inflight.
 
@@ -210,7 +218,7 @@ def prepare_clustering(
     it was planned.
     """
     generator = time_generator or InstantTimeGenerator()
-    table = Table.load(storage)
+    table = view if view is not None else Table.load(storage)
     check_clusterable(table)
     sweep_completed(storage, table.timeline.is_completed)
     pending = pending_clusterings(table)

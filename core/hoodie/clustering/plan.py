@@ -488,6 +488,7 @@ def schedule_clustering(
     config: ClusteringConfig | None = None,
     respect_trigger: bool = True,
     time_generator: InstantTimeGenerator | None = None,
+    view: Table | None = None,
 ) -> ScheduleResult:
     """Plan and request a clustering now.
 
@@ -499,7 +500,7 @@ def schedule_clustering(
     """
     config = config or ClusteringConfig()
     generator = time_generator or InstantTimeGenerator()
-    table = Table.load(storage)
+    table = view if view is not None else Table.load(storage)
     check_clusterable(table)
     check_sort_columns(table, config.sort_columns)
     decision = None

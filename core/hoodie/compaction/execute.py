@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from hoodie.compaction.plan import check_compactable
-from hoodie.errors import CorruptBaseFile, HoodieError
+from hoodie.errors import CorruptBaseFile, HoodieError, NothingToDo
 from hoodie.failpoints import failpoint
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroupId, FileSlice
@@ -70,7 +70,7 @@ logger = logging.getLogger(__name__)
 FILE_NAME = "_hoodie_file_name"
 
 
-class NothingToCompact(HoodieError):
+class NothingToCompact(NothingToDo):
     """No pending compaction (or not the one asked for)."""
 
 
@@ -142,6 +142,7 @@ def prepare_compaction(
     *,
     parquet: ParquetOptions | None = None,
     time_generator: InstantTimeGenerator | None = None,
+    view: Table | None = None,
 ) -> PreparedCompaction:
     """Move the compaction at ``instant_time`` (default: the earliest pending one) to inflight.
 
@@ -149,7 +150,7 @@ def prepare_compaction(
     first. Raises :class:`NothingToCompact` when there is no such pending compaction.
     """
     generator = time_generator or InstantTimeGenerator()
-    table = Table.load(storage)
+    table = view if view is not None else Table.load(storage)
     check_compactable(table)
     sweep_completed(storage, table.timeline.is_completed)
     pending = pending_compactions(table)

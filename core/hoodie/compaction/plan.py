@@ -157,6 +157,7 @@ def schedule_compaction(
     config: CompactionConfig | None = None,
     trigger: TriggerConfig | None = None,
     time_generator: InstantTimeGenerator | None = None,
+    view: Table | None = None,
 ) -> ScheduleResult:
     """Plan and request a compaction now.
 
@@ -169,7 +170,7 @@ def schedule_compaction(
     """
     config = config or CompactionConfig()
     generator = time_generator or InstantTimeGenerator()
-    table = Table.load(storage)
+    table = view if view is not None else Table.load(storage)
     check_compactable(table)
     decision = None
     if trigger is not None:

@@ -56,6 +56,7 @@ import pyarrow.parquet as pq
 
 from hoodie.avro.columnar import decode_columnar
 from hoodie.errors import CorruptLogBlock, HoodieError, UnsupportedTable
+from hoodie.hfile.reader import HFileReader
 from hoodie.schema import CompiledSchema, compile_avro_schema
 
 __all__ = [
@@ -325,8 +326,6 @@ def decode_hfile_block(block: LogBlock) -> pa.Table:
     (string) and ``value`` (binary: the Avro binary of each record), in key order. The records' Avro writer
     schema (the SCHEMA header, else the HFile's ``schema`` file info) is in the schema metadata under
     :data:`AVRO_SCHEMA_METADATA`. Raises :class:`CorruptLogBlock` when the content is not a sound HFile."""
-    from hoodie.hfile.reader import HFileReader  # the HFile reader is only needed for metadata tables
-
     if block.block_type is not BlockType.HFILE_DATA:
         raise ValueError(f"{block.describe()} is not an HFile data block")
     what = block.describe()

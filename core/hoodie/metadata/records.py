@@ -35,6 +35,7 @@ from typing import Any
 import fastavro
 
 from hoodie.errors import CorruptMetadataTable
+from hoodie.metadata.column_ranges import merge_column_stats
 
 __all__ = [
     "ALL_PARTITIONS_KEY",
@@ -199,8 +200,6 @@ def _merge_files(
 
 
 def _merge_stats(older: MetadataRecord, newer: MetadataRecord) -> MetadataRecord:
-    from hoodie.metadata.stats import merge_column_stats  # the statistics module builds on this one
-
     field = _STATS_FIELD[newer["type"]]
     old, new = older.get(field), newer.get(field)
     if not old or not new or new.get("isDeleted") or old.get("isDeleted") or new.get("isTightBound"):

@@ -36,10 +36,10 @@ from hoodie.bloom import read_bloom_filter
 from hoodie.config import TableConfig
 from hoodie.errors import HoodieError, RecordIndexConflict
 from hoodie.keygen import record_keys
+from hoodie.metadata.keys import bloom_filter_key
 from hoodie.metadata.records import MetadataPartition, MetadataRecord, RecordType
 from hoodie.metadata.stats import (
     ColumnStats,
-    bloom_filter_key,
     column_stats_records,
     parquet_column_stats,
     partition_stats_records,

@@ -44,6 +44,7 @@ from hoodie.lock import LockProvider, held
 from hoodie.log.block import BlockType, HeaderKey
 from hoodie.log.log_file import LogFile
 from hoodie.log.writer import encode_avro_records, encode_delete_block, frame_block
+from hoodie.metadata.keys import file_group_indexes
 from hoodie.metadata.reader import METADATA_TABLE_PATH, MetadataTable
 from hoodie.metadata.records import (
     ALL_PARTITIONS_KEY,
@@ -54,7 +55,6 @@ from hoodie.metadata.records import (
     is_deleted,
     partition_key,
 )
-from hoodie.metadata.stats import file_group_indexes
 from hoodie.schema import compile_avro_schema
 from hoodie.storage import Storage
 from hoodie.timeline.instant import CLEAN, COMMIT, COMPACTION, DELTA_COMMIT, Instant, State

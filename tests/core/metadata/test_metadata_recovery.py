@@ -22,9 +22,9 @@ from hoodie.compaction.execute import compact_in_process
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.strategy import CompactionConfig, Strategy
 from hoodie.failpoints import ENV as FAILPOINTS
+from hoodie.indexing.execute import run_indexing, schedule_indexing
 from hoodie.lock import FileSystemLock
 from hoodie.metadata import MetadataTable
-from hoodie.metadata.indexing import run_indexing, schedule_indexing
 from hoodie.metadata_table import MetadataTableNotSupported
 from hoodie.storage import Storage
 from hoodie.timeline.instant import DELTA_COMMIT, State

@@ -19,23 +19,24 @@ from hoodie.errors import UnsupportedTable
 from hoodie.file_group.file_group import FileSlice
 from hoodie.file_group.fs_view import read_optimized_slices, snapshot_slices
 from hoodie.metadata import MetadataTable
-from hoodie.metadata.records import MetadataRecord
-from hoodie.metadata.stats import (
+from hoodie.metadata.column_ranges import ValueType, merge_column_stats
+from hoodie.metadata.keys import (
     HASH_SEED,
-    ColumnStats,
-    ValueType,
     bloom_filter_key,
     column_stats_key,
+    file_group_index,
+    java_string_hash,
+    partition_stats_key,
+    xxh64,
+)
+from hoodie.metadata.records import MetadataRecord
+from hoodie.metadata.stats import (
+    ColumnStats,
     column_stats_records,
     decode_metadata_record,
     encode_metadata_record,
-    file_group_index,
-    java_string_hash,
-    merge_column_stats,
     parquet_column_stats,
-    partition_stats_key,
     partition_stats_records,
-    xxh64,
 )
 from hoodie.table import Table
 

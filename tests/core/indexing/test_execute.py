@@ -13,9 +13,7 @@ import pytest
 
 from compare import assert_same_rows
 from hoodie import Table
-from hoodie.lock import FileSystemLock
-from hoodie.metadata import MetadataTable
-from hoodie.metadata.indexing import (
+from hoodie.indexing.execute import (
     IndexingFailed,
     build_index_records,
     complete_indexing,
@@ -25,6 +23,8 @@ from hoodie.metadata.indexing import (
     run_indexing,
     schedule_indexing,
 )
+from hoodie.lock import FileSystemLock
+from hoodie.metadata import MetadataTable
 from hoodie.metadata.writer import MetadataUpdate, compact_if_due, deltacommits_since_compaction
 from hoodie.storage import Storage
 from hoodie.timeline.instant import INDEXING, State

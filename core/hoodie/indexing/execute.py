@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import fastavro
 
 from hoodie.config import METADATA_PARTITIONS, METADATA_PARTITIONS_INFLIGHT, TableConfig, table_checksum
-from hoodie.errors import HoodieError
+from hoodie.errors import HoodieError, NothingToDo
 from hoodie.file_group.file_group import FileSlice
 from hoodie.lock import LockProvider, held
 from hoodie.log.log_file import LogFile
@@ -53,6 +53,7 @@ from hoodie.metadata.writer import (
     delete_block,
     open_metadata_table,
 )
+from hoodie.metadata_table import delete_metadata_table
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.instant import DELTA_COMMIT, INDEXING, Instant, State
@@ -73,12 +74,14 @@ __all__ = [
     "INDEXABLE",
     "IndexingFailed",
     "IndexingResult",
+    "NothingToIndex",
     "ScheduledIndexing",
     "build_index_records",
     "complete_indexing",
     "drop_index",
     "initialize_metadata_table",
     "pending_indexing",
+    "pending_indexing_plan",
     "run_indexing",
     "schedule_indexing",
 ]
@@ -117,6 +120,10 @@ INIT_INSTANT = {6: "00000000000000010", 8: "00000000000000000", 9: "000000000000
 
 class IndexingFailed(HoodieError):
     """An index cannot be scheduled, built or completed; the message says why."""
+
+
+class NothingToIndex(IndexingFailed, NothingToDo):
+    """No pending indexing (or not the one asked for)."""
 
 
 @dataclass(frozen=True)
@@ -485,18 +492,23 @@ def run_indexing(
 ) -> IndexingResult:
     """Build and complete a pending indexing instant in this process (the earliest when none is named)."""
     table = Table.load(storage)
-    pending = pending_indexing(table)
-    chosen = [i for i in pending if instant_time is None or i.time == instant_time]
-    if not chosen:
-        raise IndexingFailed(
-            f"no pending indexing{' ' + instant_time if instant_time else ''} on {storage.uri}"
-        )
-    instant = chosen[0]
-    plan = decode_index_plan(storage.read(table.timeline.file_of(instant.time, State.REQUESTED)))
-    partitions = [i.metadata_partition_path or "" for i in plan.index_partition_infos]
+    instant, partitions = pending_indexing_plan(table, instant_time)
     seen = frozenset(i.time for i in table.timeline.completed_writes())
     built = build_index_records(storage, table.config, instant.time, partitions, index_slices(table))
     return complete_indexing(storage, lock, instant, built, seen, time_generator=time_generator)
+
+
+def pending_indexing_plan(table: Table, instant_time: str | None) -> tuple[Instant, tuple[str, ...]]:
+    """The pending indexing at ``instant_time`` (default: the earliest) and the partitions it builds;
+    :class:`NothingToIndex` when there is none."""
+    chosen = [i for i in pending_indexing(table) if instant_time is None or i.time == instant_time]
+    if not chosen:
+        raise NothingToIndex(
+            f"no pending indexing{' ' + instant_time if instant_time else ''} on {table.storage.uri}"
+        )
+    instant = chosen[0]
+    plan = decode_index_plan(table.storage.read(table.timeline.file_of(instant.time, State.REQUESTED)))
+    return instant, tuple(i.metadata_partition_path or "" for i in plan.index_partition_infos)
 
 
 # -- dropping ---------------------------------------------------------------------------------------------
@@ -504,8 +516,6 @@ def run_indexing(
 
 def drop_index(storage: Storage, lock: LockProvider, index_types: Sequence[str]) -> list[str]:
     """Drop metadata-table partitions; ``files`` drops the whole metadata table. Returns what was dropped."""
-    from hoodie.metadata_table import delete_metadata_table
-
     dropped: list[str] = []
     with held(lock):
         if MetadataPartition.FILES in index_types:

@@ -1,0 +1,111 @@
+"""Compaction as a :class:`~hoodie.table_service.TableService`: Hudi's ``compaction`` action, which merges a
+MERGE_ON_READ file slice's base file and log files into a new base file.
+
+Scheduling (:mod:`hoodie.compaction.plan`) follows the table's trigger (:mod:`hoodie.compaction.trigger`)
+and strategy (:mod:`hoodie.compaction.strategy`); execution is :mod:`hoodie.compaction.execute`, one task per
+plan operation. A failed attempt's files are rolled back in the plan's file groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from hoodie.compaction.execute import (
+    CompactionResult,
+    CompactionTask,
+    TaskResult,
+    commit_compaction,
+    pending_compactions,
+    prepare_compaction,
+    run_compaction_task,
+)
+from hoodie.compaction.plan import schedule_compaction
+from hoodie.compaction.strategy import CompactionConfig
+from hoodie.compaction.trigger import TriggerConfig
+from hoodie.lock import LockProvider
+from hoodie.metadata_table import refuse_metadata_table
+from hoodie.storage import Storage
+from hoodie.table import Table
+from hoodie.table_service import Done, Fence, Scheduled, ServiceJob, TableService, rolled_back_note
+from hoodie.timeline.instant import Instant
+from hoodie.timeline.instant_time import InstantTimeGenerator
+from hoodie.write.base_file import ParquetOptions
+
+
+class Compaction(TableService):
+    name = "compaction"
+    priority = 1  # keeps reads fast
+    merge_on_read_only = True
+
+    @property
+    def verb(self) -> str:
+        return "compact"
+
+    def check_settings(self, settings: Mapping[str, str]) -> None:
+        CompactionConfig.from_config(settings)
+        TriggerConfig.from_config(settings)
+        ParquetOptions.from_config(settings)
+
+    def pending(self, table: Table) -> list[Instant]:
+        return pending_compactions(table)
+
+    def schedule(
+        self,
+        table: Table,
+        lock: LockProvider,
+        settings: Mapping[str, str],
+        time_generator: InstantTimeGenerator | None = None,
+    ) -> Scheduled:
+        refuse_metadata_table(table.storage, table.config, self.name)
+        result = schedule_compaction(
+            table.storage,
+            lock,
+            config=CompactionConfig.from_config(settings),
+            trigger=TriggerConfig.from_config(settings),
+            time_generator=time_generator,
+            view=table,
+        )
+        return Scheduled(result.instant, result.reason)
+
+    def prepare(
+        self,
+        storage: Storage,
+        lock: LockProvider,
+        instant_time: str | None,
+        settings: Mapping[str, str],
+        table: Table | None = None,
+    ) -> ServiceJob[CompactionTask, TaskResult]:
+        prepared = prepare_compaction(
+            storage,
+            lock,
+            instant_time,
+            parquet=ParquetOptions.from_config(settings) if settings else None,
+            view=table,
+        )
+        rolled = len(prepared.rolled_back.deleted) if prepared.rolled_back else 0
+
+        def commit(results: Sequence[TaskResult], fence: Fence | None) -> Done:
+            return _done(commit_compaction(storage, lock, prepared, results, fence=fence), rolled)
+
+        return ServiceJob(
+            self.name,
+            prepared.instant,
+            prepared.tasks,
+            run_compaction_task,
+            commit,
+            rollback_groups=tuple((op.partition_path, op.file_id) for op in prepared.plan.operations),
+            rolled_back_files=rolled,
+        )
+
+
+def _done(result: CompactionResult, rolled: int) -> Done:
+    summary = (
+        f"{len(result.metadata.write_stats)} base file(s), {result.records_written} record(s), "
+        f"{result.bytes_written} byte(s)" + rolled_back_note(rolled)
+    )
+    return Done(result.instant, summary, result.records_written, result.bytes_written, rolled)
+
+
+COMPACTION = Compaction()
+
+__all__ = ["COMPACTION", "Compaction"]
