@@ -3,10 +3,10 @@
     python benchmarks/bench_compaction.py [--rows 1000000] [--update-rows 50000] [--commits 5]
                                           [--repeat 5] [--codec gzip|snappy] [--spark-repeat 3 | --no-spark]
 
-The table: a non-partitioned MERGE_ON_READ table (version 8, trips schema of ``hoodie.write.generate``, record
-key ``uuid``, ordering field ``ts``) with ONE file group: ROWS rows inserted in one commit into its base file,
-then COMMITS upserts of UPDATE_ROWS rows each, all updating existing keys, so that each lands in the group as
-a log file with one Avro data block. It is built once per run (its build time is printed); every
+The table: a non-partitioned MERGE_ON_READ table (version 8, trips schema of ``hoodie.testing.generate``,
+record key ``uuid``, ordering field ``ts``) with ONE file group: ROWS rows inserted in one commit into its
+base file, then COMMITS upserts of UPDATE_ROWS rows each, all updating existing keys, so that each lands in
+the group as a log file with one Avro data block. It is built once per run (its build time is printed); every
 run of a compacting variant starts from a fresh copy of it (``shutil.copytree``, untimed).
 
 Measured, each run of each variant in a fresh process (so that one variant's memory or warm caches do not
@@ -57,9 +57,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hoodie.table import Table
+from hoodie.testing.generate import TRIPS_SCHEMA, TripGenerator
+from hoodie.testing.table_writer import TableWriter, WriteConfig
 from hoodie.write.base_file import ParquetOptions
-from hoodie.write.generate import TRIPS_SCHEMA, TripGenerator
-from hoodie.write.table_writer import TableWriter, WriteConfig
 
 RESULT_PREFIX = "BENCH_RESULT "
 VARIANTS = ("ours", "pyarrow", "hudi-rs")

@@ -36,7 +36,7 @@ from hoodie.metadata.reader import storage_listing
 from hoodie.metadata_table import delete_metadata_table
 from hoodie.storage import Storage
 from hoodie.table import Table
-from hoodie.write.generate import GenerateSpec, generate_table
+from hoodie.testing.generate import GenerateSpec, generate_table
 
 
 def timed(fn: Callable[[], object], repeat: int) -> float:

@@ -28,7 +28,7 @@ from hoodie.compaction.execute import compact_in_process
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.lock import lock_for_table
 from hoodie.storage import Storage
-from hoodie.write.generate import GenerateSpec, generate_table
+from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodied.config import DaemonConfig
 from hoodied.coordination import EmbeddedCoordination
 from hoodied.health import Heartbeats

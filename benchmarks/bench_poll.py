@@ -29,7 +29,7 @@ from pathlib import Path
 
 from hoodie.storage import Storage
 from hoodie.table import Table
-from hoodie.write.generate import GenerateSpec, generate_table
+from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodied.config import DaemonConfig
 from hoodied.coordination import EmbeddedCoordination
 from hoodied.health import HealthServer, Heartbeats

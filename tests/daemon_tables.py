@@ -21,9 +21,9 @@ from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.strategy import CompactionConfig
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, TripGenerator, generate_table
+from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import Instant
-from hoodie.write.generate import GenerateSpec, TripGenerator, generate_table
-from hoodie.write.table_writer import TableWriter
 
 IGNORED = ("_hoodie_file_name",)
 

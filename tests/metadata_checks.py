@@ -13,7 +13,7 @@ from hoodie.metadata.reader import compare_listings, storage_listing
 from hoodie.metadata.records import is_deleted
 from hoodie.metadata.stats import parquet_column_stats
 from hoodie.metadata.updates import record_location
-from hoodie.write.generate import GenerateSpec, generate_table
+from hoodie.testing.generate import GenerateSpec, generate_table
 
 
 def _value(wrapper: object) -> object:

@@ -146,9 +146,10 @@ class Table:
         return cls(storage, config, Timeline.load(storage, config), metadata_listing=metadata_listing)
 
     @classmethod
-    def load(cls, storage: Storage) -> Table:
-        """Open the table on ``storage`` (config and timeline read now)."""
-        config = TableConfig.load(storage)
+    def load(cls, storage: Storage, config: TableConfig | None = None) -> Table:
+        """Open the table on ``storage`` (config and timeline read now). ``config``, when given, is one the
+        caller read already (a task carries its driver's): only the timeline is listed."""
+        config = config if config is not None else TableConfig.load(storage)
         return cls(storage, config, Timeline.load(storage, config))
 
     def refresh(self) -> Table:

@@ -86,7 +86,7 @@ def _cmd_fsview(args: argparse.Namespace) -> int:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from hoodie.write.generate import GenerateSpec, generate_table
+    from hoodie.testing.generate import GenerateSpec, generate_table
 
     spec = GenerateSpec(
         table_type="MERGE_ON_READ" if args.table_type == "mor" else "COPY_ON_WRITE",

@@ -58,16 +58,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import yaml
 
+from hoodie.clean.execute import plan_files
+from hoodie.clustering.plan import clustering_plan_of
+from hoodie.errors import HoodieError, WriteConflict
+from hoodie.lock import FileSystemLock
+from hoodie.registry import SCHEDULABLE
+from hoodie.storage import Storage
+from hoodie.table import Table
+from hoodie.testing.generate import GenerateSpec, TripGenerator, generate_table
+from hoodie.testing.table_writer import TableWriter
+from hoodie.timeline.instant import CLEAN, CLUSTERING, DELTA_COMMIT, ROLLBACK, State
+from hoodie.timeline.metadata import decode_cleaner_plan, decode_compaction_plan
+from hoodie.write.failed_writes import FAILED_WRITE_ACTIONS, rollback_failed_write
+from hoodied.config import DaemonConfig
+from hoodied.daemon import Daemon, format_status, status_report
 from hoodied.errors import ServiceError
+from hoodied.logs import setup_logging
+from hoodied.spark import java_available
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
-    from hoodie.storage import Storage
-    from hoodied.config import DaemonConfig
-    from hoodied.daemon import Daemon
     from hoodied.supervisor import JobOutcome
 
 #: Relative to the table's base path: the demo's configuration, whose presence marks a table the demo made.
@@ -77,7 +91,7 @@ _MARKER_HEAD = "# hoodied demo:"
 DEFAULT_PATH = "./hoodied-demo"
 DEFAULT_PORT = 9464
 TABLE_NAME = "trips"
-SERVICES = ("compaction", "clustering", "clean")
+SERVICES = SCHEDULABLE  # what the demo schedules
 
 #: The table services' settings: small triggers, so that a couple of minutes show each service at work.
 HOODIE_SETTINGS = {
@@ -181,7 +195,6 @@ def daemon_config_text(path: Path, port: int) -> str:
 
 
 def daemon_config(path: Path, port: int) -> DaemonConfig:
-    from hoodied.config import DaemonConfig
 
     return DaemonConfig.parse(daemon_config_text(path, port), source="hoodied demo")
 
@@ -195,8 +208,6 @@ class Setup:
 
 def create_table(path: Path, options: DemoOptions) -> Setup:
     """The demo table: MERGE_ON_READ, version 8, three commits of generated trips (inserts, then upserts)."""
-    from hoodie.write.generate import GenerateSpec, generate_table
-
     path.mkdir(parents=True, exist_ok=True)
     marker = path / MARKER
     marker.parent.mkdir(parents=True, exist_ok=True)
@@ -237,9 +248,6 @@ def _stop_at_eof(stop: threading.Event) -> None:
 def _roll_back_own_writes(storage: Storage) -> list[str]:
     """Roll back this writer's unfinished writes (it is the table's only ingestion writer: any pending
     commit or deltacommit is one of its own), as a Hudi writer does with its failed writes."""
-    from hoodie.lock import FileSystemLock
-    from hoodie.table import Table
-    from hoodie.write.failed_writes import FAILED_WRITE_ACTIONS, rollback_failed_write
 
     done = []
     lock = FileSystemLock(storage)
@@ -252,13 +260,6 @@ def _roll_back_own_writes(storage: Storage) -> list[str]:
 def writer_main(argv: Sequence[str]) -> int:
     """``python -m hoodied.demo writer PATH``: upsert a batch every ``--interval`` seconds until standard
     input closes or SIGTERM; one JSON line per event on standard output."""
-    import numpy as np
-    import pyarrow as pa
-
-    from hoodie.errors import HoodieError, WriteConflict
-    from hoodie.table import Table
-    from hoodie.write.generate import TripGenerator
-    from hoodie.write.table_writer import TableWriter
 
     parser = argparse.ArgumentParser(prog="python -m hoodied.demo writer")
     parser.add_argument("path")
@@ -455,12 +456,6 @@ def _plural(n: int, word: str, plural: str | None = None) -> str:
 
 def describe_plan(storage: Storage, service: str, instant_time: str) -> str:
     """How big a scheduled instant is: file slices to compact, groups to cluster, files to clean."""
-    from hoodie.clean.execute import plan_files
-    from hoodie.clustering.plan import clustering_plan_of
-    from hoodie.table import Table
-    from hoodie.timeline.instant import State
-    from hoodie.timeline.metadata import decode_cleaner_plan, decode_compaction_plan
-
     table = Table.load(storage)
     if service == "compaction":
         data = storage.read(table.timeline.file_of(instant_time, State.REQUESTED))
@@ -571,7 +566,6 @@ class ServiceWatch:
 
     def _on_gone(self, service: str, instant_time: str) -> None:
         """A job that ended without a result we saw (another one of its service replaced it meanwhile)."""
-        from hoodie.table import Table
 
         self._finished.add((service, instant_time))
         try:
@@ -632,9 +626,6 @@ class _Stop:
 
 def run_demo(options: DemoOptions, out: IO[str] | None = None) -> int:
     """The whole demo (see the module docstring); returns the exit status."""
-    from hoodied.logs import setup_logging
-    from hoodied.spark import java_available
-
     if options.duration <= 0 or options.interval <= 0 or options.batch_rows < 1:
         raise ValueError("--duration, --interval and --batch-rows must be positive")
     if not 1 <= options.partitions <= 64:
@@ -670,8 +661,6 @@ def _run(
     progress: Progress,
     stop: _Stop,
 ) -> int:
-    from hoodie.storage import Storage
-    from hoodied.daemon import Daemon
 
     writer = WriterProcess(path, options)
     progress.line(
@@ -845,8 +834,6 @@ class _WriterState:
 
 
 def _timeline_counts(storage: Storage) -> dict[str, int]:
-    from hoodie.table import Table
-    from hoodie.timeline.instant import CLEAN, CLUSTERING, DELTA_COMMIT, ROLLBACK
 
     timeline = Table.load(storage).timeline
     counts = dict.fromkeys(("deltacommit", *SERVICES, "rollback"), 0)
@@ -876,11 +863,6 @@ def _report(
     failure: list[BaseException],
     writer_code: int | None,
 ) -> int:
-    import pyarrow.compute as pc
-
-    from hoodie.storage import Storage
-    from hoodie.table import Table
-    from hoodied.daemon import format_status, status_report
 
     storage = Storage.for_uri(str(path))
     progress.text()

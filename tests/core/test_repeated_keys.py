@@ -31,8 +31,8 @@ from hoodie.errors import RecordIndexConflict
 from hoodie.indexing.execute import run_indexing, schedule_indexing
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
-from hoodie.write.generate import TRIPS_SCHEMA, GenerateSpec, TripGenerator, generate_table
-from hoodie.write.table_writer import TableWriter, WriteConfig
+from hoodie.testing.generate import TRIPS_SCHEMA, GenerateSpec, TripGenerator, generate_table
+from hoodie.testing.table_writer import TableWriter, WriteConfig
 from metadata_checks import check_metadata_table
 from service_checks import Reads, judge, read_all, run_service
 

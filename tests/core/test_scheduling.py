@@ -17,9 +17,9 @@ from hoodie.compaction.trigger import TriggerConfig
 from hoodie.config import TableConfig
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.instant import Instant
 from hoodie.timeline.instant_time import InstantTimeGenerator
-from hoodie.write.generate import GenerateSpec, generate_table
 
 
 class CountingLock(FileSystemLock):

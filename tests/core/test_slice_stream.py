@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from hoodie import Table
+from hoodie.testing.generate import GenerateSpec, generate_table
+from hoodie.testing.table_writer import WriteConfig
 from hoodie.write.base_file import ParquetOptions
-from hoodie.write.generate import GenerateSpec, generate_table
-from hoodie.write.table_writer import WriteConfig
 
 
 @pytest.mark.parametrize("version", [6, 8])

@@ -13,7 +13,7 @@ from hoodie.clean.plan import CleanConfig, CleanPolicy, schedule_clean
 from hoodie.errors import TimeTravelRefused
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
-from hoodie.write.generate import GenerateSpec, generate_table
+from hoodie.testing.generate import GenerateSpec, generate_table
 
 
 def _cleaned(tmp_path: Path, version: int, config: CleanConfig) -> tuple[Path, list[str]]:

@@ -20,10 +20,10 @@ from hoodie.errors import WriteConflict
 from hoodie.failpoints import ENV as FAILPOINTS
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, TripGenerator, generate_table
+from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import CLEAN, ROLLBACK, State
 from hoodie.timeline.metadata import decode_cleaner_plan
-from hoodie.write.generate import GenerateSpec, TripGenerator, generate_table
-from hoodie.write.table_writer import TableWriter
 from hoodied.jobs import run_service_job
 
 

@@ -24,8 +24,8 @@ from hoodie.clustering.service import CLUSTERING
 from hoodie.failpoints import ENV as FAILPOINTS
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.instant import ROLLBACK, State
-from hoodie.write.generate import GenerateSpec, generate_table
 from hoodied.claims import LocalClaim
 from hoodied.errors import JobFailed
 from hoodied.jobs import run_service_job
@@ -160,7 +160,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from hoodie import Table
 from hoodie.errors import WriteConflict
-from hoodie.write.table_writer import TableWriter
+from hoodie.testing.table_writer import TableWriter
 
 root, batches, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 writer = TableWriter.open(root)

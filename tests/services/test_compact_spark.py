@@ -23,8 +23,8 @@ from hoodie.compaction.service import COMPACTION
 from hoodie.failpoints import ENV as FAILPOINTS
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.instant import ROLLBACK, State
-from hoodie.write.generate import GenerateSpec, generate_table
 from hoodied.claims import LocalClaim
 from hoodied.cli import main
 from hoodied.errors import JobFailed
@@ -162,7 +162,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from hoodie import Table
 from hoodie.errors import WriteConflict
-from hoodie.write.table_writer import TableWriter
+from hoodie.testing.table_writer import TableWriter
 
 root, batches, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 writer = TableWriter.open(root)

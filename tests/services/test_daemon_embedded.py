@@ -19,8 +19,8 @@ from hoodie.config import METADATA_PARTITIONS, TableConfig
 from hoodie.indexing.execute import run_indexing, schedule_indexing
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.instant import State
-from hoodie.write.generate import GenerateSpec, generate_table
 from hoodied.cli import main
 from hoodied.config import DaemonConfig
 from hoodied.daemon import Daemon, format_status, status_report
@@ -89,7 +89,7 @@ def test_one_pass_runs_every_pending_instant_and_keeps_every_read(tmp_path: Path
 
 
 def test_scheduling_where_configured_then_running_it(tmp_path: Path, spark: Any) -> None:
-    from hoodie.write.generate import GenerateSpec, generate_table
+    from hoodie.testing.generate import GenerateSpec, generate_table
 
     root = tmp_path / "trips"
     generate_table(str(root), GenerateSpec(table_version=9, rows=200, commits=3, partitions=2, seed=4))

@@ -18,9 +18,9 @@ from hoodie.lock import FileSystemLock, LockProvider
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.table_service import Done, Fence, Scheduled, ServiceJob, TableService
+from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.instant import ROLLBACK, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
-from hoodie.write.generate import GenerateSpec, generate_table
 from hoodied.errors import JobFailed
 from hoodied.jobs import run_service_job, task_error
 

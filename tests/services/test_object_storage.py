@@ -29,9 +29,9 @@ from hoodie import Table
 from hoodie.clean.plan import pending_cleans
 from hoodie.lock.storage_based import LOCK_FILE
 from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.instant import State
 from hoodie.timeline.metadata import decode_cleaner_plan, decode_requested_replace_metadata
-from hoodie.write.generate import GenerateSpec, generate_table
 from hoodied.cli import main
 from hoodied.config import DaemonConfig
 from hoodied.daemon import Daemon

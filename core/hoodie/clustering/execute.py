@@ -63,6 +63,7 @@ from hoodie.clustering.plan import (
     is_clustering,
     requested_action,
 )
+from hoodie.config import TableConfig
 from hoodie.errors import (
     CommitConflict,
     CorruptBaseFile,
@@ -142,6 +143,7 @@ class ClusteringTask:
     sort_columns: tuple[str, ...]
     writer_schema: str  # the table's Avro schema (without meta fields), written to the new base files
     parquet: ParquetOptions
+    config: TableConfig  # the table's, as the driver read it (a task lists the timeline only)
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,7 @@ class PreparedClustering:
     plan: ClusteringPlan
     tasks: tuple[ClusteringTask, ...]
     writer_schema: str
+    config: TableConfig
     rolled_back: RollbackResult | None = None
 
     @property
@@ -267,10 +270,11 @@ def prepare_clustering(
             sort_columns=sort_columns,
             writer_schema=writer_schema,
             parquet=options,
+            config=table.config,
         )
         for i, group in enumerate(plan.input_groups)
     )
-    return PreparedClustering(inflight, plan, tasks, writer_schema, rolled_back)
+    return PreparedClustering(inflight, plan, tasks, writer_schema, table.config, rolled_back)
 
 
 def _check_executable(plan: ClusteringPlan, instant_time: str) -> tuple[str, ...]:
@@ -408,7 +412,7 @@ def run_clustering_task(task: ClusteringTask, write_token: str) -> TaskResult:
     """Rewrite one clustering group into new file groups (see the module doc)."""
     started = time.monotonic()
     storage = task.storage.open()
-    table = Table.load(storage)
+    table = Table.load(storage, task.config)
     cfg = table.config
     T = task.instant_time
     # A task attempt that outlived its job (rolled back meanwhile) must write nothing.
@@ -604,10 +608,12 @@ def commit_clustering(
     """
     instant = prepared.instant
     T = instant.time
-    table = Table.load(storage)
     all_stats = [s for r in results for s in r.stats]
-    check_still_inflight(storage, table, "clustering", T, instant.action, all_stats)
-    stats = _check_results(storage, prepared, results)
+    try:
+        stats = _check_results(storage, prepared, results)
+    except HoodieError:  # a stale attempt (rolled back or completed by another runner) says so instead
+        check_still_inflight(storage, Table.load(storage), "clustering", T, instant.action, all_stats)
+        raise
     replaced: dict[str, list[str]] = {}
     for s in prepared.plan.slices:
         replaced.setdefault(s.partition_path, []).append(s.file_id)
@@ -620,7 +626,8 @@ def commit_clustering(
         replace=True,
     )
     done, conflict, strays = complete_rewrite(
-        table,
+        storage,
+        prepared.config,
         lock,
         instant,
         metadata,

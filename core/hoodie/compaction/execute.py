@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from hoodie.compaction.plan import check_compactable
+from hoodie.config import TableConfig
 from hoodie.errors import CorruptBaseFile, HoodieError, NothingToDo
 from hoodie.failpoints import failpoint
 from hoodie.file_group.base_file import BaseFile
@@ -88,6 +89,7 @@ class CompactionTask:
     operation: CompactionOperation
     writer_schema: str  # the table's Avro schema (without meta fields), written to the new base file
     parquet: ParquetOptions
+    config: TableConfig  # the table's, as the driver read it (a task lists the timeline only)
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ class PreparedCompaction:
     plan: CompactionPlan
     tasks: tuple[CompactionTask, ...]
     writer_schema: str
+    config: TableConfig
     rolled_back: RollbackResult | None = None
 
 
@@ -192,10 +195,11 @@ def prepare_compaction(
             operation=op,
             writer_schema=writer_schema,
             parquet=options,
+            config=table.config,
         )
         for i, op in enumerate(plan.operations)
     )
-    return PreparedCompaction(inflight, plan, tasks, writer_schema, rolled_back)
+    return PreparedCompaction(inflight, plan, tasks, writer_schema, table.config, rolled_back)
 
 
 # -- step 2: a task compacts one slice ---------------------------------------------------------------------
@@ -205,7 +209,7 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
     """Compact one file slice into a new base file (see the module doc)."""
     started = time.monotonic()
     storage = task.storage.open()
-    table = Table.load(storage)
+    table = Table.load(storage, task.config)
     cfg = table.config
     op = task.operation
     T = task.instant_time
@@ -335,18 +339,23 @@ def commit_compaction(
     """
     instant = prepared.instant
     T = instant.time
-    table = Table.load(storage)
-    check_still_inflight(storage, table, "compaction", T, COMPACTION, [r.stat for r in results])
-    stats = _check_results(storage, prepared, results)
+    try:
+        stats = _check_results(storage, prepared, results)
+    except HoodieError:  # a stale attempt (rolled back or completed by another runner) says so instead
+        check_still_inflight(
+            storage, Table.load(storage), "compaction", T, COMPACTION, [r.stat for r in results]
+        )
+        raise
     metadata = CommitMetadata(
         partition_to_write_stats=by_partition(stats),
         extra_metadata={"schema": prepared.writer_schema},
         operation_type="COMPACT",
         compacted=True,
     )
-    content = encode_commit_metadata(metadata, table_version=table.config.table_version, action="commit")
+    content = encode_commit_metadata(metadata, table_version=prepared.config.table_version, action="commit")
     done, _, strays = complete_rewrite(
-        table,
+        storage,
+        prepared.config,
         lock,
         instant,
         metadata,

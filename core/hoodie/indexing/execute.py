@@ -68,7 +68,7 @@ from hoodie.timeline.metadata import (
 )
 from hoodie.timeline.timeline import Timeline
 from hoodie.timeline.writer import TimelineWriter
-from hoodie.write.table_writer import write_partition_metafile
+from hoodie.write.partition_metafile import write_partition_metafile
 
 __all__ = [
     "INDEXABLE",

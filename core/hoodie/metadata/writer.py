@@ -682,16 +682,20 @@ def compact_if_due(
     storage: Storage,
     lock: LockProvider,
     *,
-    max_delta_commits: int = COMPACT_MAX_DELTA_COMMITS_DEFAULT,
+    max_delta_commits: int | None = None,
     time_generator: InstantTimeGenerator | None = None,
 ) -> MetadataCompaction | None:
-    """Compact the table's metadata table when ``max_delta_commits`` deltacommits completed since its last
-    compaction and nothing pending stands in the way (:func:`compaction_blocker`); under the table lock."""
+    """Compact the table's metadata table when ``max_delta_commits`` (default: the table's
+    ``hoodie.metadata.compact.max.delta.commits``) deltacommits completed since its last compaction and
+    nothing pending stands in the way (:func:`compaction_blocker`); under the table lock."""
     with held(lock):
         config = TableConfig.load(storage)
         mdt = open_metadata_table(storage, config)
         if mdt is None:
             return None
+        if max_delta_commits is None:
+            raw = config.props.get(COMPACT_MAX_DELTA_COMMITS, "").strip()
+            max_delta_commits = int(raw) if raw else COMPACT_MAX_DELTA_COMMITS_DEFAULT
         due = deltacommits_since_compaction(mdt.timeline)
         if due < max_delta_commits:
             return None
@@ -721,10 +725,7 @@ def maintain_metadata_table(
     table's ``hoodie.metadata.compact.max.delta.commits``). The commit already stands, so a failure here is
     logged, not raised: the metadata table stays correct, only uncompacted; the next commit tries again."""
     try:
-        config = TableConfig.load(storage)
-        raw = config.props.get(COMPACT_MAX_DELTA_COMMITS, "").strip()
-        limit = int(raw) if raw else COMPACT_MAX_DELTA_COMMITS_DEFAULT
-        return compact_if_due(storage, lock, max_delta_commits=limit, time_generator=time_generator)
+        return compact_if_due(storage, lock, time_generator=time_generator)
     except (HoodieError, OSError, ValueError) as e:
         logger.error("metadata table of %s: compaction failed, left for the next commit: %s", storage.uri, e)
         return None

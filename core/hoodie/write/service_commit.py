@@ -17,6 +17,7 @@ from typing import TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hoodie.config import TableConfig
 from hoodie.errors import CommitConflict, CorruptBaseFile, HoodieError
 from hoodie.failpoints import failpoint
 from hoodie.lock import LockProvider, held
@@ -90,7 +91,8 @@ def by_partition(stats: Sequence[WriteStat]) -> dict[str, tuple[WriteStat, ...]]
 
 
 def complete_rewrite(
-    table: Table,
+    storage: Storage,
+    config: TableConfig,
     lock: LockProvider,
     instant: Instant,
     metadata: CommitMetadata,
@@ -103,8 +105,9 @@ def complete_rewrite(
     conflict: Callable[[Table], _C | None] | None = None,
     time_generator: InstantTimeGenerator | None = None,
 ) -> tuple[Instant | None, _C | None, tuple[str, ...]]:
-    """Complete a rewriting service's inflight ``instant`` on ``table`` (as the caller loaded it to check the
-    tasks' results) whose tasks' checked ``stats`` ``metadata`` holds.
+    """Complete a rewriting service's inflight ``instant`` (of the table on ``storage`` with ``config``, as
+    the caller prepared it) whose tasks' checked ``stats`` ``metadata`` holds. The table is read once, under
+    the lock.
 
     1. Deletes the files the instant's markers name that ``metadata`` does not (failed or duplicate task
        attempts).
@@ -121,19 +124,18 @@ def complete_rewrite(
     (None when completed) and the stray files deleted.
     """
     T = instant.time
-    storage = table.storage
     markers = Markers(storage, T)
-    strays = tuple(unrecorded_files(markers.list(), metadata, table_version=table.config.table_version))
+    strays = tuple(unrecorded_files(markers.list(), metadata, table_version=config.table_version))
     for stray in strays:
         logger.info("%s %s: deleting %s, written by a failed or duplicate task attempt", service, T, stray)
         storage.delete(stray)
     failpoint(f"{service}.before_commit")
-    writer = TimelineWriter(storage, table.config, lock, time_generator=time_generator)
+    writer = TimelineWriter(storage, config, lock, time_generator=time_generator)
     done: Instant | None = None
     with held(lock):
         if fence is not None:
             fence()
-        current = Table.load(storage)
+        current = Table.load(storage)  # config too: indexes may have been added since the tasks ran
         check_still_inflight(storage, current, service, T, instant.action, stats)
         found = conflict(current) if conflict is not None else None
         if found is None:

@@ -29,6 +29,8 @@ from hoodie.errors import InvalidWriteConfig, PathOutsideTable
 from hoodie.file_group.file_group import FileGroupId
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, TripGenerator, generate_table
+from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import CLUSTERING, REPLACE_COMMIT, SAVEPOINT
 from hoodie.timeline.instant_time import parse_instant_time
 from hoodie.timeline.metadata import (
@@ -43,8 +45,6 @@ from hoodie.timeline.metadata import (
     encode_cleaner_plan,
 )
 from hoodie.timeline.writer import TimelineWriter
-from hoodie.write.generate import GenerateSpec, TripGenerator, generate_table
-from hoodie.write.table_writer import TableWriter
 
 NOW = dt.datetime(2100, 1, 1)
 

@@ -27,10 +27,10 @@ from hoodie.file_group.file_group import FileGroupId, FileSlice
 from hoodie.lock import FileSystemLock
 from hoodie.log.log_file import LogFile
 from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.instant import CLUSTERING, DELTA_COMMIT, REPLACE_COMMIT, State
 from hoodie.timeline.metadata import decode_requested_replace_metadata
 from hoodie.timeline.writer import TimelineWriter
-from hoodie.write.generate import GenerateSpec, generate_table
 
 MB = 1024 * 1024
 BASE_INSTANT = "20240101000000000"

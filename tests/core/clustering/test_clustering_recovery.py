@@ -36,12 +36,12 @@ from hoodie.failpoints import ENV as FAILPOINTS
 from hoodie.file_group.file_group import FileGroupId
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, generate_table
+from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import DELTA_COMMIT, ROLLBACK, State
 from hoodie.timeline.metadata import ClusteringPlan, decode_rollback_metadata
 from hoodie.timeline.writer import TimelineWriter
-from hoodie.write.generate import GenerateSpec, generate_table
 from hoodie.write.markers import Markers
-from hoodie.write.table_writer import TableWriter
 from hudi_oracle import HudiOracle, OracleRows, Query
 
 SORTED = ClusteringConfig(sort_columns=("rider",))

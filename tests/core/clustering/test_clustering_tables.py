@@ -16,7 +16,7 @@ from hoodie.clustering.execute import NothingToCluster, cluster_in_process
 from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
-from hoodie.write.generate import GenerateSpec, generate_table
+from hoodie.testing.generate import GenerateSpec, generate_table
 from metadata_checks import check_metadata_table
 
 FIXTURES = [

@@ -17,8 +17,8 @@ from hoodie.compaction.strategy import CompactionConfig, Strategy
 from hoodie.errors import UnsupportedTable
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.metadata import decode_compaction_plan
-from hoodie.write.generate import GenerateSpec, generate_table
 from metadata_checks import check_metadata_table
 from support.fixture_tables import FixtureTable
 

@@ -44,9 +44,9 @@ from hoodie.errors import HoodieError
 from hoodie.lock import FileSystemLock
 from hoodie.log.block import BlockType, LogBlock, iter_blocks
 from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.instant import State
 from hoodie.timeline.metadata import decode_compaction_plan
-from hoodie.write.generate import GenerateSpec, generate_table
 from hudi_oracle import HudiOracle, OracleRows, Query
 
 pytestmark = [pytest.mark.slow]

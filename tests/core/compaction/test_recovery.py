@@ -23,11 +23,11 @@ from hoodie.compaction.plan import schedule_compaction
 from hoodie.errors import CommitConflict, HoodieError
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
+from hoodie.testing.generate import TRIPS_SCHEMA, GenerateSpec, TripGenerator, generate_table
+from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import DELTA_COMMIT, ROLLBACK, State
 from hoodie.timeline.metadata import decode_rollback_metadata, decode_rollback_plan
 from hoodie.timeline.writer import TimelineWriter
-from hoodie.write.generate import TRIPS_SCHEMA, GenerateSpec, TripGenerator, generate_table
-from hoodie.write.table_writer import TableWriter
 
 
 def _table(tmp_path: Path, version: int = 8, partitions: int = 2) -> tuple[Path, Storage, FileSystemLock]:

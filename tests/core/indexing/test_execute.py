@@ -27,9 +27,9 @@ from hoodie.lock import FileSystemLock
 from hoodie.metadata import MetadataTable
 from hoodie.metadata.writer import MetadataUpdate, compact_if_due, deltacommits_since_compaction
 from hoodie.storage import Storage
+from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import INDEXING, State
 from hoodie.timeline.metadata import decode_index_commit_metadata, decode_index_plan
-from hoodie.write.table_writer import TableWriter
 from hudi_oracle import HudiOracle, OracleRows, Query
 from metadata_checks import check_metadata_table, generate_small_table
 

@@ -17,9 +17,9 @@ from hoodie.lock import FileSystemLock
 from hoodie.log.block import HeaderKey, iter_blocks
 from hoodie.log.integrity import LogIntegrity
 from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.instant import State
 from hoodie.timeline.timeline import Timeline
-from hoodie.write.generate import GenerateSpec, generate_table
 
 
 def _table(tmp_path: Path, version: int, log_format: str = "avro") -> tuple[Path, Storage, FileSystemLock]:

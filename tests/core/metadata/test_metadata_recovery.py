@@ -27,10 +27,10 @@ from hoodie.lock import FileSystemLock
 from hoodie.metadata import MetadataTable
 from hoodie.metadata_table import MetadataTableNotSupported
 from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, generate_table
+from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import DELTA_COMMIT, State
 from hoodie.timeline.metadata import decode_cleaner_plan
-from hoodie.write.generate import GenerateSpec, generate_table
-from hoodie.write.table_writer import TableWriter
 from hudi_oracle import HudiOracle, OracleRows, Query
 from metadata_checks import check_metadata_table
 

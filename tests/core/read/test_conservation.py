@@ -15,7 +15,7 @@ from hoodie.compaction.plan import schedule_compaction
 from hoodie.lock import FileSystemLock
 from hoodie.read.conservation import KeyLedger, live_rows
 from hoodie.storage import Storage
-from hoodie.write.generate import GenerateSpec, generate_table
+from hoodie.testing.generate import GenerateSpec, generate_table
 
 
 def _ledger(base: list[str], log: list[str], written: list[str], live: list[bool] | None = None) -> list[str]:

@@ -15,9 +15,9 @@ import pytest
 
 from hoodie import Table
 from hoodie.errors import WriteConflict
+from hoodie.testing.generate import TRIPS_SCHEMA, TripGenerator
+from hoodie.testing.table_writer import CommitResult, TableWriter
 from hoodie.timeline.instant import State
-from hoodie.write.generate import TRIPS_SCHEMA, TripGenerator
-from hoodie.write.table_writer import CommitResult, TableWriter
 
 WORKERS = 3
 BATCHES = 4

@@ -19,6 +19,8 @@ from hoodie.errors import WriteConflict
 from hoodie.lock import FileSystemLock
 from hoodie.log.block import BlockType, iter_blocks
 from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, TripGenerator, generate_table
+from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import ROLLBACK, State
 from hoodie.timeline.metadata import decode_rollback_metadata, decode_rollback_plan
 from hoodie.write.failed_writes import (
@@ -29,8 +31,6 @@ from hoodie.write.failed_writes import (
     rollback_failed_write,
     rollback_failed_writes,
 )
-from hoodie.write.generate import GenerateSpec, TripGenerator, generate_table
-from hoodie.write.table_writer import TableWriter
 
 
 def _table(

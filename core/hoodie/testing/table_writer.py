@@ -37,7 +37,7 @@ index: our MOR inserts always go to base files.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
+import json
 import posixpath
 import random
 import uuid
@@ -81,8 +81,8 @@ from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.base_file import ParquetOptions, add_meta_columns, write_base_file
 from hoodie.write.failed_writes import Heartbeat, HeartbeatConfig
 from hoodie.write.markers import Markers
+from hoodie.write.partition_metafile import write_partition_metafile
 
-PARTITION_METAFILE = ".hoodie_partition_metadata"
 RECORD_KEY = "_hoodie_record_key"
 COMMIT_TIME = "_hoodie_commit_time"
 FILE_NAME = "_hoodie_file_name"
@@ -805,25 +805,11 @@ class _CommitJob:
         write_partition_metafile(self.storage, partition, self.instant_time)
 
 
-def write_partition_metafile(storage: Storage, partition: str, commit_time: str) -> None:
-    """Write ``<partition>/.hoodie_partition_metadata`` (commit time and depth) unless it is there."""
-    path = _join(partition, PARTITION_METAFILE)
-    if storage.exists(path):
-        return
-    depth = len([p for p in partition.split("/") if p]) if partition else 0
-    now = dt.datetime.now(dt.UTC).strftime("%a %b %d %H:%M:%S UTC %Y")
-    text = f"#partition metadata\n#{now}\ncommitTime={commit_time}\npartitionDepth={depth}\n"
-    with contextlib.suppress(FileAlreadyExists):  # another writer made it first
-        storage.create(path, text.encode("utf-8"))
-
-
 def _join(partition: str, name: str) -> str:
     return f"{partition}/{name}" if partition else name
 
 
 def _json(obj: object) -> str:
-    import json
-
     return json.dumps(obj, separators=(",", ":"))
 
 

@@ -28,7 +28,7 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
-from hoodie.write.table_writer import CommitResult, TableWriter, WriteConfig
+from hoodie.testing.table_writer import CommitResult, TableWriter, WriteConfig
 
 CITIES = ("san_francisco", "sao_paulo", "chennai", "amsterdam", "new_york", "tokyo", "lagos", "berlin")
 
