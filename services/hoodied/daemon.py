@@ -38,7 +38,8 @@ from hoodied.health import HealthServer, Heartbeats
 from hoodied.logs import setup_logging
 from hoodied.metrics import Metrics
 from hoodied.spark import SparkConfig, spark_session
-from hoodied.supervisor import Supervisor, WatchedTable, read_last_results
+from hoodied.supervisor import Supervisor
+from hoodied.work import WatchedTable, read_last_results
 from hoodied.zookeeper import ZooKeeper, ZooKeeperConfig
 
 if TYPE_CHECKING:

@@ -82,7 +82,7 @@ from hoodied.logs import setup_logging
 from hoodied.spark import java_available
 
 if TYPE_CHECKING:
-    from hoodied.supervisor import JobOutcome
+    from hoodied.work import JobOutcome
 
 #: Relative to the table's base path: the demo's configuration, whose presence marks a table the demo made.
 MARKER = ".hoodie/.aux/hoodied/demo.yaml"

@@ -24,7 +24,7 @@ from hoodie.timeline.instant import State
 from hoodied.cli import main
 from hoodied.config import DaemonConfig
 from hoodied.daemon import Daemon, format_status, status_report
-from hoodied.supervisor import read_last_results
+from hoodied.work import read_last_results
 from metadata_checks import check_metadata_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

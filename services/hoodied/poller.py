@@ -1,0 +1,287 @@
+"""Polling: one pass over every watched table (:meth:`Poller.poll`).
+
+1. It lists the table's timeline folder. When the listing is the one seen last time, the previous answer is
+   reused: a poll of an idle table costs one listing.
+2. Where hoodied schedules services, the :class:`~hoodied.scheduler.Scheduler` plans new instants.
+3. It records every service's pending instants (gauges: how many, how old) and offers the runnable ones to
+   the :class:`~hoodied.runner.Runner` as :class:`~hoodied.work.WorkItem`, oldest first.
+
+An inflight instant that nobody claims was abandoned by a runner that died: it is offered once it has been
+seen unclaimed for ``takeover_grace`` (and its Hudi heartbeat, when it has one, is stale), which leaves a
+dying runner's tasks time to stop before the new runner rolls their files back. A table that cannot be
+polled (unreadable, a version we refuse, a metadata table) backs off on its own; other tables go on.
+
+The watched tables are the configured ones plus what the discovery roots hold (re-scanned every ten polls'
+time).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+
+from hoodie.config import TableConfig
+from hoodie.errors import HoodieError
+from hoodie.metadata_table import refuse_metadata_table
+from hoodie.registry import SERVICES
+from hoodie.storage import Storage
+from hoodie.table import Table
+from hoodie.timeline.instant import Instant, State
+from hoodie.timeline.instant_time import InstantTimeGenerator, parse_instant_time
+from hoodie.timeline.timeline import Timeline
+from hoodie.write.failed_writes import HeartbeatConfig, last_heartbeat_ms
+from hoodied.config import DaemonConfig, DiscoveryRoot, TableSettings
+from hoodied.coordination import Coordination
+from hoodied.health import Heartbeats
+from hoodied.logs import log_context
+from hoodied.metrics import Metrics
+from hoodied.runner import Runner
+from hoodied.scheduler import Scheduler
+from hoodied.work import WatchedTable, WorkItem, table_settings
+
+logger = logging.getLogger(__name__)
+
+
+def discover_tables(root: DiscoveryRoot) -> list[str]:
+    """Base paths of the tables below a discovery root (folders holding ``.hoodie/hoodie.properties``),
+    not descending into a table or into hidden folders."""
+    storage = Storage.for_uri(root.root, dict(root.settings.storage_options))
+    found: list[str] = []
+
+    def walk(rel: str, depth: int) -> None:
+        if storage.exists(f"{rel}/.hoodie/hoodie.properties" if rel else ".hoodie/hoodie.properties"):
+            if not any(p.search(rel) for p in root.exclude):
+                found.append(storage.full_path(rel) if rel else root.root)
+            return
+        if depth >= root.max_depth:
+            return
+        for info in storage.list(rel):
+            if info.is_dir and not info.name.startswith((".", "_")):
+                walk(f"{rel}/{info.name}" if rel else info.name, depth + 1)
+
+    walk("", 0)
+    return sorted(found)
+
+
+def _since(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {op: n - before.get(op, 0) for op, n in after.items() if n - before.get(op, 0)}
+
+
+def _label(uri: str) -> str:
+    tail = uri.rstrip("/").rsplit("/", 1)[-1] or "table"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", tail)
+
+
+class Poller:
+    """Polls the watched tables and hands the runnable work to the runner (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: DaemonConfig,
+        coordination: Coordination,
+        metrics: Metrics,
+        heartbeats: Heartbeats,
+        scheduler: Scheduler,
+        runner: Runner,
+        stopping: threading.Event,
+        failures: list[str],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.coordination = coordination
+        self.metrics = metrics
+        self.heartbeats = heartbeats
+        self._scheduler = scheduler
+        self._runner = runner
+        self._stopping = stopping
+        self._failures = failures
+        self._clock = clock
+        self._tables: dict[str, WatchedTable] = {}
+        self._poll_lock = threading.Lock()
+        self._discovered_at = float("-inf")
+
+    def tables(self) -> list[WatchedTable]:
+        return list(self._tables.values())
+
+    def refresh_tables(self) -> None:
+        """The configured tables plus what the discovery roots hold now (re-scanned every 10 polls' time)."""
+        now = self._clock()
+        if self._tables and now - self._discovered_at < 10 * self.config.poll_interval:
+            return
+        self._discovered_at = now
+        wanted: dict[str, tuple[str | None, TableSettings]] = {}
+        for entry in self.config.tables:
+            wanted[entry.path] = (entry.name, entry.settings)
+        for root in self.config.discover:
+            try:
+                paths = discover_tables(root)
+            except Exception as e:
+                logger.error("cannot scan the discovery root %s: %s", root.root, e)
+                continue
+            for path in paths:
+                wanted.setdefault(path, (None, root.settings))
+        names: set[str] = set()
+        for uri, (name, settings) in wanted.items():
+            if uri in self._tables:
+                names.add(self._tables[uri].name)
+                continue
+            label = name or _label(uri)
+            while label in names:  # two discovered tables with one folder name: keep labels unique
+                label = f"{label}_"
+            names.add(label)
+            storage = Storage.for_uri(uri, dict(settings.storage_options))
+            self._tables[uri] = WatchedTable(uri, label, settings, storage)
+            logger.info(
+                "watching table %s (%s): services %s, scheduling %s",
+                label,
+                uri,
+                ",".join(settings.services),
+                ",".join(settings.schedule) or "none",
+            )
+        for uri in [u for u in self._tables if u not in wanted]:
+            gone = self._tables.pop(uri)
+            self.metrics.forget_table(gone.name)
+            logger.info("no longer watching table %s (%s)", gone.name, uri)
+        self.metrics.tables.set(len(self._tables))
+
+    def poll(self) -> list[WorkItem]:
+        """One pass over every table; returns the runnable work, highest priority first, and hands it to the
+        workers."""
+        with self._poll_lock:
+            started = self._clock()
+            self.heartbeats.last_poll_started = time.time()
+            self.refresh_tables()
+            items: list[WorkItem] = []
+            errors = 0
+            for table in self.tables():
+                if self._stopping.is_set():
+                    break
+                if self._clock() < table.retry_at:
+                    items.extend(table.items)
+                    continue
+                t0 = self._clock()
+                ok = True
+                requests = table.storage.requests.snapshot()
+                with log_context(table=table.name):
+                    try:
+                        self._poll_table(table)
+                        table.failures, table.last_error = 0, None
+                    except Exception as e:
+                        ok = False
+                        errors += 1
+                        self._table_failed(table, e)
+                self.metrics.table_poll_finished(table.name, self._clock() - t0, ok=ok)
+                self.metrics.count_requests(
+                    table.name, "poll", _since(requests, table.storage.requests.snapshot())
+                )
+                self.heartbeats.last_table_polled = time.time()
+                items.extend(table.items)
+            items.sort(key=WorkItem.sort_key)
+            self._runner.offer(items)
+            now = time.time()
+            self.metrics.poll_finished(self._clock() - started, ok=True, now=now)
+            self.heartbeats.last_poll_succeeded = now
+            if errors:
+                self.heartbeats.last_error = f"{errors} table(s) failed to poll"
+            return items
+
+    def _table_failed(self, table: WatchedTable, e: BaseException) -> None:
+        self._failures.append(f"table {table.name}: cannot poll: {type(e).__name__}: {e}")
+        table.failures += 1
+        delay = self.config.jobs.retry_delay(table.failures)
+        table.retry_at = self._clock() + delay
+        table.items = ()
+        message = f"{type(e).__name__}: {e}"
+        if message != table.last_error:
+            logger.error(
+                "cannot poll table %s (%s): %s; retrying in %.0f s", table.name, table.uri, message, delay
+            )
+        table.last_error = message
+
+    def _poll_table(self, table: WatchedTable) -> None:
+        storage = table.storage
+        if table.config is None:
+            table.config = TableConfig.load(storage)
+        self._read_timeline(table)
+        if table.settings.schedule and not self._stopping.is_set() and self._scheduler.due(table):
+            if self._scheduler.schedule(table):
+                self._read_timeline(table)
+            table.scheduled_listing = table.listing
+        # What is pending is reported and offered even when scheduling failed (a read-only table, a lock
+        # that timed out): it says so in its log lines and in hoodied status.
+        self._collect(table)
+
+    @staticmethod
+    @staticmethod
+    def _read_timeline(table: WatchedTable) -> None:
+        """List the timeline folder; parse it (and re-read the config) only when the listing changed."""
+        assert table.config is not None
+        storage = table.storage
+        listing = frozenset(f.name for f in storage.list(table.config.timeline_path) if not f.is_dir)
+        if listing == table.listing:
+            return
+        table.config = TableConfig.load(storage)  # an upgrade or a new property shows with new instants
+        refuse_metadata_table(storage, table.config, "table service")
+        table.timeline = Timeline.from_file_names(
+            listing, layout_version=table.config.timeline_layout_version, folder=table.config.timeline_path
+        )
+        table.listing = listing
+
+    def _collect(self, table: WatchedTable) -> None:
+        """Record the table's pending instants (gauges) and the runnable ones (work items)."""
+        assert table.timeline is not None
+        assert table.config is not None
+        view = Table(table.storage, table.config, table.timeline)
+        pending: dict[str, list[Instant]] = {s.name: s.pending(view) for s in SERVICES}
+        table.pending = pending
+        now_wall = time.time()
+        zone_now = InstantTimeGenerator().now_in_zone(table.config)
+        items: list[WorkItem] = []
+        seen_inflight: set[str] = set()
+        for service, instants in pending.items():
+            oldest = 0.0
+            if instants:
+                with contextlib.suppress(HoodieError):
+                    oldest = max(0.0, (zone_now - parse_instant_time(instants[0].time)).total_seconds())
+            self.metrics.set_pending(table.name, service, len(instants), oldest)
+            if service not in table.settings.services:
+                continue
+            for instant in instants:
+                item = WorkItem(table, service, instant)
+                if instant.state is State.INFLIGHT and not self._takeover_due(item, now_wall):
+                    seen_inflight.add(instant.time)
+                    continue
+                seen_inflight.add(instant.time)
+                items.append(item)
+        for t in [t for t in table.unclaimed_since if t not in seen_inflight]:
+            del table.unclaimed_since[t]
+        table.items = tuple(items)
+
+    def _takeover_due(self, item: WorkItem, now_wall: float) -> bool:
+        """An inflight instant is runnable when we run it, or when nobody has claimed it for
+        ``takeover_grace`` and its Hudi heartbeat (if any) is stale."""
+        table = item.table
+        if self._runner.is_running(item):
+            return False
+        try:
+            holder = self.coordination.holder(table.storage, table.key, item.claim_name)
+        except Exception as e:
+            logger.warning("cannot read the claim of %s %s: %s", item.service, item.instant.time, e)
+            return False
+        if holder is not None:
+            table.unclaimed_since.pop(item.instant.time, None)
+            return False
+        first = table.unclaimed_since.setdefault(item.instant.time, self._clock())
+        if self._clock() - first < self.config.jobs.takeover_grace:
+            return False
+        beat = last_heartbeat_ms(table.storage, item.instant.time)
+        expiry = HeartbeatConfig.from_config(table_settings(table)).expiry_ms
+        return not (beat and now_wall * 1000 - beat < expiry)
+
+
+__all__ = ["Poller", "discover_tables"]

@@ -1,0 +1,366 @@
+"""Running the work a poll found: worker threads take :class:`WorkItem` s oldest first, claim each instant
+(one runner per instant across replicas), re-read the table, and run the service's job through the one job
+runner (:func:`hoodied.jobs.run_service_job`): Spark tasks in the job group ``hoodied-<action>-<instant>``,
+the commit fenced by the claim. A claim lost mid-job (ZooKeeper session suspended or lost) cancels the job
+group; the job never commits and is left for the claim's next holder.
+
+A failing instant is retried after a back-off that doubles per failure, up to ``max_attempts``; then it is
+given up (logged, counted) until the daemon restarts. An instant that stopped on damaged committed data is
+given up at once. Each outcome is recorded in metrics, logs and the table (``hoodied status``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from hoodie.errors import CommitConflict, HoodieError, NothingToDo
+from hoodie.registry import service_named
+from hoodie.storage import Storage
+from hoodie.table import Table
+from hoodie.table_service import TableService
+from hoodied.claims import Claim
+from hoodied.config import DaemonConfig
+from hoodied.coordination import Coordination
+from hoodied.errors import CORRUPT_DATA_ERRORS, ClaimHeld, ClaimLost, JobFailed
+from hoodied.jobs import job_group, run_service_job
+from hoodied.logs import log_context
+from hoodied.metrics import Metrics
+from hoodied.work import Attempts, JobOutcome, WorkItem, write_last_result
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+
+class Runner:
+    """The worker threads and what they run (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: DaemonConfig,
+        coordination: Coordination,
+        metrics: Metrics,
+        spark: Callable[[], SparkSession],
+        stopping: threading.Event,
+        failures: list[str],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.coordination = coordination
+        self.metrics = metrics
+        self._spark = spark
+        self._stopping = stopping  # no new work
+        self._failures = failures
+        self._clock = clock
+        self._attempts: dict[tuple[str, str, str], Attempts] = {}
+        self._queue: list[WorkItem] = []
+        self._running: dict[tuple[str, str, str], WorkItem] = {}
+        self._cond = threading.Condition()
+        self._cancelled = threading.Event()  # running jobs are being cancelled
+        self._workers: list[threading.Thread] = []
+
+    def offer(self, items: Sequence[WorkItem]) -> None:
+        """Replace the queue with a poll's runnable work (highest priority first) and wake the workers."""
+        with self._cond:
+            self._queue = list(items)
+            self._cond.notify_all()
+
+    def is_running(self, item: WorkItem) -> bool:
+        with self._cond:
+            return item.ident in self._running
+
+    def start_workers(self, *, until_idle: bool = False) -> None:
+        """Start the worker threads; ``until_idle``: they exit when the queue runs dry (``run --once``)."""
+        self._workers = [t for t in self._workers if t.is_alive()]
+        for i in range(self.config.spark.max_concurrent_jobs):
+            t = threading.Thread(
+                target=self._worker, args=(until_idle,), name=f"hoodied-worker-{i}", daemon=True
+            )
+            t.start()
+            self._workers.append(t)
+
+    def _next_item(self, until_idle: bool) -> WorkItem | None:
+        """The first queued item nobody here runs and that is not backing off; with ``until_idle``, ``None``
+        as soon as there is none (one pass), else wait for the next poll."""
+        with self._cond:
+            while not self._stopping.is_set():
+                now = self._clock()
+                for i, item in enumerate(self._queue):
+                    if item.ident in self._running or self._backing_off(item, now):
+                        continue
+                    del self._queue[i]
+                    self._running[item.ident] = item
+                    return item
+                if until_idle:
+                    return None
+                self._cond.wait(timeout=self.config.poll_interval)
+            return None
+
+    def _backing_off(self, item: WorkItem, now: float) -> bool:
+        attempts = self._attempts.get(item.ident)
+        return attempts is not None and (attempts.given_up or now < attempts.retry_at)
+
+    def _worker(self, until_idle: bool) -> None:
+        while True:
+            item = self._next_item(until_idle)
+            if item is None:
+                return
+            try:
+                self.run_item(item)
+            except Exception:  # a bug in bookkeeping must not kill the worker
+                logger.exception("unexpected error running %s %s", item.service, item.instant.time)
+            finally:
+                with self._cond:
+                    self._running.pop(item.ident, None)
+                    self._cond.notify_all()
+
+    def run_item(self, item: WorkItem) -> JobOutcome | None:
+        """Claim and run one instant; ``None`` when another runner has it."""
+        table = item.table
+        with log_context(table=table.name, action=item.service, instant=item.instant.time):
+            try:
+                claim = self.coordination.claim(table.storage, table.key, item.claim_name)
+            except ClaimHeld as e:
+                logger.debug("skipping: %s", e)
+                return None
+            except Exception as e:  # a read-only table, a storage or ZooKeeper error: a failed attempt
+                self.metrics.job_started(table.name, item.service)
+                outcome = self._outcome(
+                    item, False, "failed", f"cannot claim: {type(e).__name__}: {e}", self._clock()
+                )
+                self._record(item, outcome)
+                return outcome
+            self.metrics.claims_held.inc()
+            try:
+                return self._run_claimed(item, claim)
+            finally:
+                claim.release()
+                self.metrics.claims_held.dec()
+
+    def _run_claimed(self, item: WorkItem, claim: Claim) -> JobOutcome | None:
+        table = item.table
+        T = item.instant.time
+        started = self._clock()
+        # A storage of the job's own: its requests are counted apart from the polls'.
+        job_storage = Storage.for_uri(table.uri, dict(table.settings.storage_options))
+        try:
+            current = Table.load(job_storage)
+        except Exception as e:
+            unread = self._outcome(
+                item, False, "failed", f"cannot read the table: {type(e).__name__}: {e}", started
+            )
+            self._record(item, unread)
+            return unread
+        now = current.timeline.get(T)
+        if now is None or now.is_completed:
+            logger.info("%s %s is no longer pending (done by another runner)", item.service, T)
+            return None
+        group = job_group(item.service, T)
+        lost = threading.Event()
+
+        def cancel() -> None:
+            lost.set()
+            logger.warning("claim on %s %s lost: cancelling its Spark job group %s", item.service, T, group)
+            self._cancel_group(group)
+
+        self.coordination.on_lost(claim, cancel)
+        self.metrics.job_started(table.name, item.service)
+        logger.info(
+            "running %s %s of %s (%s) as replica %s",
+            item.service,
+            T,
+            table.name,
+            now.state.name.lower(),
+            self.config.replica,
+        )
+        started = self._clock()  # the job's own time (not the table read before it)
+        outcome: JobOutcome
+        try:
+            outcome = self._execute(item, claim, current)
+            self.metrics.count_requests(table.name, item.service, job_storage.requests.snapshot())
+        except ClaimLost as e:
+            outcome = self._outcome(item, False, "claim_lost", f"claim lost, not committed: {e}", started)
+        except CommitConflict as e:
+            outcome = self._outcome(item, False, "conflict", f"aborted on a conflicting write: {e}", started)
+        except NothingToDo as e:
+            outcome = self._outcome(item, True, "already_done", str(e), started)
+        except CORRUPT_DATA_ERRORS as e:
+            outcome = self._outcome(item, False, "corrupt", f"{type(e).__name__}: {e}", started)
+        except (JobFailed, HoodieError) as e:
+            kind = "claim_lost" if lost.is_set() else "cancelled" if self._cancelled.is_set() else "failed"
+            outcome = self._outcome(item, False, kind, f"{type(e).__name__}: {e}", started)
+        except Exception as e:
+            kind = "claim_lost" if lost.is_set() else "cancelled" if self._cancelled.is_set() else "unknown"
+            logger.exception("%s %s of %s: unexpected error", item.service, T, table.name)
+            outcome = self._outcome(item, False, kind, f"{type(e).__name__}: {e}", started)
+        self._record(item, outcome)
+        return outcome
+
+    def _outcome(self, item: WorkItem, ok: bool, kind: str, message: str, started: float) -> JobOutcome:
+        return JobOutcome(item.service, item.instant.time, ok, kind, message, self._clock() - started)
+
+    def _execute(self, item: WorkItem, claim: Claim, current: Table) -> JobOutcome:
+        table = item.table
+        service: TableService = service_named(item.service)
+        storage = current.storage
+        settings = {**current.config.props, **table.settings.hoodie}
+        lock = self.coordination.table_lock(storage, current.config, table.settings.hoodie)
+        started = self._clock()
+        spark = self._spark()
+        if self.config.spark.fair_pools:
+            spark.sparkContext.setLocalProperty("spark.scheduler.pool", item.service)
+        try:
+            run = run_service_job(
+                spark,
+                service,
+                storage,
+                lock,
+                item.instant.time,
+                settings=settings,
+                fence=claim.check,
+                table=current,
+            )
+        finally:
+            if self.config.spark.fair_pools:
+                spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
+        done = run.done
+        return JobOutcome(
+            item.service,
+            item.instant.time,
+            True,
+            "done",
+            done.summary,
+            self._clock() - started,
+            done.records,
+            done.bytes_written,
+            done.files_deleted,
+        )
+
+    def _record(self, item: WorkItem, outcome: JobOutcome) -> None:
+        table = item.table
+        outcome.replica = self.config.replica
+        outcome.finished_at_ms = int(time.time() * 1000)
+        table.last_results[item.service] = outcome
+        self.metrics.job_finished(
+            table.name,
+            item.service,
+            outcome.seconds,
+            ok=outcome.ok,
+            kind="" if outcome.ok else outcome.kind,
+            records=outcome.records,
+            bytes_written=outcome.bytes_written,
+            files_deleted=outcome.files_deleted,
+        )
+        T = item.instant.time
+        if outcome.kind in ("failed", "unknown", "corrupt"):
+            self._failures.append(f"{item.service} {T} of {table.name}: {outcome.kind}: {outcome.message}")
+        if outcome.ok:
+            self._attempts.pop(item.ident, None)
+            logger.info(
+                "%s %s of %s %s in %.1f s: %s",
+                item.service,
+                T,
+                table.name,
+                "completed" if outcome.kind == "done" else "needed nothing",
+                outcome.seconds,
+                outcome.message,
+            )
+        elif outcome.kind == "corrupt":
+            # Retrying cannot mend damaged committed data: give the instant up now, and say so loudly.
+            self._attempts.setdefault(item.ident, Attempts()).given_up = True
+            self.metrics.corrupt_data.labels(table=table.name, action=item.service).inc()
+            self.metrics.instants_given_up.labels(table=table.name, action=item.service).inc()
+            logger.error(
+                "%s %s of %s stopped on damaged committed data; given up until restart, the table needs a "
+                "repair: %s",
+                item.service,
+                T,
+                table.name,
+                outcome.message,
+            )
+        elif outcome.kind in ("failed", "unknown"):
+            attempts = self._attempts.setdefault(item.ident, Attempts())
+            attempts.failures += 1
+            if attempts.failures >= self.config.jobs.max_attempts:
+                attempts.given_up = True
+                self.metrics.instants_given_up.labels(table=table.name, action=item.service).inc()
+                logger.error(
+                    "%s %s of %s failed %d times; giving up until restart: %s",
+                    item.service,
+                    T,
+                    table.name,
+                    attempts.failures,
+                    outcome.message,
+                )
+            else:
+                delay = self.config.jobs.retry_delay(attempts.failures)
+                attempts.retry_at = self._clock() + delay
+                logger.error(
+                    "%s %s of %s failed (attempt %d of %d), retrying in %.0f s: %s",
+                    item.service,
+                    T,
+                    table.name,
+                    attempts.failures,
+                    self.config.jobs.max_attempts,
+                    delay,
+                    outcome.message,
+                )
+        else:
+            logger.warning("%s %s of %s: %s (%s)", item.service, T, table.name, outcome.message, outcome.kind)
+        write_last_result(table.storage, outcome)
+
+    def _cancel_group(self, group: str) -> None:
+        try:
+            self._spark().sparkContext.cancelJobGroup(group)
+        except Exception as e:
+            logger.warning("could not cancel Spark job group %s: %s", group, e)
+
+    @property
+    def running(self) -> list[WorkItem]:
+        with self._cond:
+            return list(self._running.values())
+
+    def stop_claiming(self) -> None:
+        with self._cond:
+            self._stopping.set()
+            self._queue = []
+            self._cond.notify_all()
+
+    def drain(self, grace: float) -> bool:
+        """Stop taking work; wait up to ``grace`` seconds for running jobs, then cancel them (they stay
+        retryable: a cancelled task rolls its instant back to requested, or leaves it for a takeover).
+        True when every job ended within the grace period."""
+        self.stop_claiming()
+        deadline = time.monotonic() + grace
+        for t in self._workers:
+            t.join(max(0.0, deadline - time.monotonic()))
+        if not any(t.is_alive() for t in self._workers):
+            return True
+        self._cancelled.set()
+        for item in self.running:
+            logger.warning(
+                "shutdown grace over: cancelling %s %s of %s",
+                item.service,
+                item.instant.time,
+                item.table.name,
+            )
+            self._cancel_group(job_group(item.service, item.instant.time))
+        for t in self._workers:
+            t.join(60.0)
+        return False
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait for ``until_idle`` workers to finish."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for t in self._workers:
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self._workers)
+
+
+__all__ = ["Runner"]

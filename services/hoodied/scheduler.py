@@ -1,0 +1,127 @@
+"""Scheduling: deciding, per table, whether a service is due and requesting its instant (Hudi's strategies and
+triggers, through each service's :meth:`~hoodie.table_service.TableService.schedule`).
+
+A table is considered when its timeline changed since the last decision, or every ``reschedule_interval``
+(time-based triggers). One replica schedules a table at a time (the table's ``schedule`` claim); each
+service schedules under the table lock. A service that cannot be scheduled (a read-only table, a lock that
+timed out, a bad setting) is logged and recorded in :attr:`WatchedTable.schedule_error`; the other services
+and the poll go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from hoodie.registry import service_named
+from hoodie.table import Table
+from hoodie.timeline.instant import Instant
+from hoodie.timeline.instant_time import InstantTimeGenerator
+from hoodied.config import DaemonConfig
+from hoodied.coordination import SCHEDULE_CLAIM, Coordination
+from hoodied.errors import ClaimHeld
+from hoodied.logs import log_context
+from hoodied.metrics import Metrics
+from hoodied.work import WatchedTable, table_settings
+
+logger = logging.getLogger(__name__)
+
+
+class Scheduler:
+    """Schedules the services a table's ``schedule`` names (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: DaemonConfig,
+        coordination: Coordination,
+        metrics: Metrics,
+        stopping: threading.Event,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.coordination = coordination
+        self.metrics = metrics
+        self._stopping = stopping
+        self._clock = clock
+
+    def due(self, table: WatchedTable) -> bool:
+        now = self._clock()
+        if (
+            table.listing != table.scheduled_listing
+            or now - table.scheduled_at >= self.config.reschedule_interval
+        ):
+            table.scheduled_at = now
+            return True
+        return False
+
+    def schedule(self, table: WatchedTable) -> bool:
+        """Schedule what is due on ``table``; true when something was scheduled. A service that cannot be
+        scheduled (a read-only table, a lock that timed out, a bad setting) is logged and recorded in
+        :attr:`WatchedTable.schedule_error`; the other services and the poll go on."""
+        assert table.config is not None
+        storage = table.storage
+        try:
+            claim = self.coordination.claim(storage, table.key, SCHEDULE_CLAIM)
+        except ClaimHeld:
+            logger.debug("another replica is scheduling %s", table.name)
+            return False
+        except Exception as e:
+            self._failed(table, "any service", e)
+            return False
+        scheduled = False
+        errors = False
+        try:
+            generator = InstantTimeGenerator()
+            for service in table.settings.schedule:
+                if self._stopping.is_set():
+                    break
+                try:
+                    instant, reason = self._schedule_one(table, service, generator)
+                except Exception as e:
+                    errors = True
+                    self._failed(table, service, e)
+                    continue
+                if instant is not None:
+                    scheduled = True
+                    self.metrics.instants_scheduled.labels(table=table.name, action=service).inc()
+                    with log_context(action=service, instant=instant.time):
+                        logger.info("scheduled %s %s on %s: %s", service, instant.time, table.name, reason)
+                else:
+                    logger.debug("no %s scheduled on %s: %s", service, table.name, reason)
+        finally:
+            claim.release()
+        if not errors:
+            table.schedule_error = None
+        return scheduled
+
+    def _failed(self, table: WatchedTable, service: str, e: BaseException) -> None:
+        message = f"cannot schedule {service}: {type(e).__name__}: {e}"
+        if message != table.schedule_error:
+            logger.error("table %s (%s): %s", table.name, table.uri, message)
+        table.schedule_error = message
+
+    def _schedule_one(
+        self, table: WatchedTable, name: str, generator: InstantTimeGenerator
+    ) -> tuple[Instant | None, str]:
+        """Schedule one service on ``table`` if its trigger fires and there is something to plan."""
+        assert table.config is not None
+        assert table.timeline is not None
+        service = service_named(name)
+        storage, config = table.storage, table.config
+        not_here = service.applies_to(config)
+        if not_here is not None:
+            return None, not_here
+        lock = self.coordination.table_lock(storage, config, table.settings.hoodie)
+        view = Table(storage, config, table.timeline)
+        scheduled = service.schedule(view, lock, table_settings(table), generator)
+        if scheduled.files_deleted:
+            self.metrics.files_deleted.labels(table=table.name, action="rollback").inc(
+                scheduled.files_deleted
+            )
+        return scheduled.instant, scheduled.reason
+
+
+__all__ = ["Scheduler"]

@@ -1,0 +1,140 @@
+"""What the supervisor's parts hand each other: the tables it watches (:class:`WatchedTable`, with what the
+last poll learnt), the work a poll finds (:class:`WorkItem`), what a job did (:class:`JobOutcome`), and the
+last outcome per service kept in the table for ``hoodied status``."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+
+from hoodie.config import TableConfig
+from hoodie.registry import SERVICES, service_named
+from hoodie.storage import Storage
+from hoodie.timeline.instant import Instant
+from hoodie.timeline.timeline import Timeline
+from hoodied.config import TableSettings
+from hoodied.coordination import claim_name, table_key
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One pending instant of one table, offered to the workers."""
+
+    table: WatchedTable
+    service: str  # a name in hoodie.registry.SERVICE_NAMES
+    instant: Instant
+
+    @property
+    def claim_name(self) -> str:
+        return claim_name(self.service, self.instant.time)
+
+    @property
+    def ident(self) -> tuple[str, str, str]:
+        return (self.table.key, self.service, self.instant.time)
+
+    def sort_key(self) -> tuple[str, int, str]:
+        # Among instants of the same age, by the services' priority (cleans first: they free space).
+        return (self.instant.time, service_named(self.service).priority, self.table.key)
+
+
+@dataclass
+class JobOutcome:
+    """What one job did, as ``hoodied status`` and the metrics report it."""
+
+    service: str
+    instant: str
+    ok: bool
+    kind: str  # done | already_done | failed | claim_lost | conflict | cancelled | unknown | corrupt
+    message: str
+    seconds: float
+    records: int = 0
+    bytes_written: int = 0
+    files_deleted: int = 0
+    replica: str = ""
+    finished_at_ms: int = 0
+
+
+@dataclass(eq=False)
+class WatchedTable:
+    """A table the supervisor maintains, with what the last poll learnt about it."""
+
+    uri: str
+    name: str
+    settings: TableSettings
+    storage: Storage
+    key: str = ""
+    config: TableConfig | None = None
+    listing: frozenset[str] | None = None
+    timeline: Timeline | None = None
+    items: tuple[WorkItem, ...] = ()
+    pending: dict[str, list[Instant]] = field(default_factory=dict)
+    scheduled_at: float = float("-inf")  # monotonic time scheduling was last evaluated
+    scheduled_listing: frozenset[str] | None = None
+    failures: int = 0
+    retry_at: float = 0.0
+    last_error: str | None = None
+    schedule_error: str | None = None  # why the last scheduling of a service failed (the poll went on)
+    unclaimed_since: dict[str, float] = field(default_factory=dict)
+    last_results: dict[str, JobOutcome] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.key = self.key or table_key(self.name, self.uri)
+
+
+@dataclass
+class Attempts:
+    """How often an instant failed here, and when it may run again."""
+
+    failures: int = 0
+    retry_at: float = 0.0
+    given_up: bool = False
+
+
+def table_settings(table: WatchedTable) -> dict[str, str]:
+    """The table's properties overlaid with the operator's ``hoodie.*`` settings for it."""
+    assert table.config is not None
+    return {**table.config.props, **table.settings.hoodie}
+
+
+# -- last results (hoodied status) ---------------------------------------------------------------------------
+
+RESULTS_FOLDER = ".hoodie/.aux/hoodied/results"
+
+
+def write_last_result(storage: Storage, outcome: JobOutcome) -> None:
+    """Keep the outcome of each service's last job in the table, for ``hoodied status`` (any replica's)."""
+    try:
+        storage.create(
+            f"{RESULTS_FOLDER}/{outcome.service}.json",
+            json.dumps(outcome.__dict__, sort_keys=True).encode("utf-8"),
+            overwrite=True,
+        )
+    except Exception as e:  # the result is informational; the job's outcome stands
+        logger.warning("could not record the last %s result: %s", outcome.service, e)
+
+
+def read_last_results(storage: Storage) -> dict[str, dict[str, object]]:
+    out: dict[str, dict[str, object]] = {}
+    for service in (s.name for s in SERVICES):
+        try:
+            value = json.loads(storage.read(f"{RESULTS_FOLDER}/{service}.json"))
+        except Exception:
+            continue
+        if isinstance(value, dict):
+            out[service] = value
+    return out
+
+
+__all__ = [
+    "RESULTS_FOLDER",
+    "Attempts",
+    "JobOutcome",
+    "WatchedTable",
+    "WorkItem",
+    "read_last_results",
+    "table_settings",
+    "write_last_result",
+]
