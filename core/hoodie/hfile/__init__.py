@@ -6,7 +6,9 @@ uncompressed blocks, KeyValues); :mod:`~hoodie.hfile.writer` writes them.
 
 from __future__ import annotations
 
-from hoodie.hfile.reader import Compression, HFileReader, KeyValue, Trailer
+from hoodie.hfile.block import KeyValue
+from hoodie.hfile.reader import HFileReader
+from hoodie.hfile.trailer import Compression, Trailer
 from hoodie.hfile.writer import HFileWriter
 
 __all__ = ["Compression", "HFileReader", "HFileWriter", "KeyValue", "Trailer"]

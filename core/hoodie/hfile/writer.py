@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from hoodie.errors import InvalidWriteConfig
-from hoodie.hfile.reader import (
+from hoodie.hfile.block import (
     AVG_KEY_LEN,
     AVG_VALUE_LEN,
     DATA_MAGIC,
@@ -33,18 +33,14 @@ from hoodie.hfile.reader import (
     KEY_VALUE_VERSION,
     LAST_KEY,
     LEAF_INDEX_MAGIC,
-    MAX_MEMSTORE_TS,
+    MAX_MEMSTORE_TS_KEY,
     MAX_TAGS_LEN,
     META_MAGIC,
     ROOT_INDEX_MAGIC,
-    SUPPORTED_MAJOR_VERSION,
-    TRAILER_MAGIC,
-    TRAILER_SIZE,
-    ChecksumType,
-    Compression,
     KeyType,
-    block_checksums,
 )
+from hoodie.hfile.checksum import ChecksumType, block_checksums
+from hoodie.hfile.trailer import SUPPORTED_MAJOR_VERSION, TRAILER_MAGIC, TRAILER_SIZE, Compression
 from hoodie.varint import varint
 
 CREATE_TIME = b"hfile.CREATE_TIME_TS"
@@ -273,7 +269,7 @@ class HFileWriter:
             AVG_KEY_LEN: struct.pack(">i", self._key_bytes // entries if self._entries else 0),
             AVG_VALUE_LEN: struct.pack(">i", self._value_bytes // entries if self._entries else 0),
             KEY_VALUE_VERSION: struct.pack(">i", 1 if self.include_mvcc else 0),
-            MAX_MEMSTORE_TS: struct.pack(">q", 0),
+            MAX_MEMSTORE_TS_KEY: struct.pack(">q", 0),
             CREATE_TIME: struct.pack(">q", self._create_time),
         }
         if self.include_tags:

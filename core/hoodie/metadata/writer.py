@@ -38,7 +38,8 @@ from hoodie.errors import CorruptMetadataTable, HoodieError
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroupId, FileSlice
 from hoodie.file_group.fs_view import build_file_groups, classify_listing
-from hoodie.hfile.reader import Compression, HFileReader
+from hoodie.hfile.reader import HFileReader
+from hoodie.hfile.trailer import Compression
 from hoodie.hfile.writer import HFileWriter
 from hoodie.lock import LockProvider, held
 from hoodie.log.block import BlockType, HeaderKey

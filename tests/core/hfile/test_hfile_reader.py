@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 import re
 import struct
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 
 from hoodie.errors import CorruptHFile, HoodieError, UnsupportedHFile
 from hoodie.hfile import HFileReader
-from hoodie.hfile.reader import TRAILER_SIZE, crc32c
+from hoodie.hfile.trailer import TRAILER_SIZE
 from hoodie.storage import Storage
 from support.shared import fixtures_dir, missing_message
 
@@ -47,17 +46,6 @@ def read_everything(data: bytes) -> None:
 
 def load(name: str) -> bytes:
     return (HFILE_DIR / name).read_bytes()
-
-
-def test_crc32c_known_values() -> None:
-    assert crc32c(b"123456789") == 0xE3069283
-    assert crc32c(b"") == 0
-    assert crc32c(bytes(32)) == 0x8A9136AA
-    long = os.urandom(40_000)
-    assert crc32c(long) == crc32c(bytes(long))  # the numpy path and the loop path agree below
-    from hoodie.hfile.reader import _crc32c_loop
-
-    assert crc32c(long) == _crc32c_loop(long)
 
 
 @all_files

@@ -9,17 +9,17 @@ import pytest
 
 from hoodie.errors import InvalidWriteConfig
 from hoodie.hfile import Compression, HFileReader, HFileWriter
-from hoodie.hfile.reader import (
+from hoodie.hfile.block import (
     DATA_MAGIC,
     FILE_INFO_BLOCK_MAGIC,
     HEADER_SIZE,
     LEAF_INDEX_MAGIC,
     ROOT_INDEX_MAGIC,
-    TRAILER_MAGIC,
-    TRAILER_SIZE,
-    ChecksumType,
     KeyType,
+    read_vlong,
 )
+from hoodie.hfile.checksum import ChecksumType
+from hoodie.hfile.trailer import TRAILER_MAGIC, TRAILER_SIZE
 from hoodie.hfile.writer import LATEST_TIMESTAMP, vlong
 from support.shared import fixtures_dir, missing_message
 
@@ -157,8 +157,6 @@ def test_keys_out_of_order_and_bad_settings_are_refused() -> None:
 
 @pytest.mark.parametrize("value", [0, 1, -1, 127, -112, -113, 128, 255, 256, 1 << 40, -(1 << 40)])
 def test_vlong_round_trip(value: int) -> None:
-    from hoodie.hfile.reader import read_vlong
-
     encoded = vlong(value)
     assert read_vlong(encoded, 0) == (value, len(encoded))
 
