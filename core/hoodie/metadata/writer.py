@@ -32,6 +32,7 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 
+from hoodie.avro.encoder import encode_avro_records
 from hoodie.bloom import DYNAMIC_V0, new_bloom_filter
 from hoodie.config import METADATA_PARTITIONS_INFLIGHT, TableConfig
 from hoodie.errors import CorruptMetadataTable, HoodieError
@@ -44,7 +45,7 @@ from hoodie.hfile.writer import HFileWriter
 from hoodie.lock import LockProvider, held
 from hoodie.log.block import BlockType, HeaderKey
 from hoodie.log.log_file import LogFile
-from hoodie.log.writer import encode_avro_records, encode_delete_block, frame_block
+from hoodie.log.writer import encode_delete_block, frame_block
 from hoodie.metadata.keys import file_group_indexes
 from hoodie.metadata.reader import METADATA_TABLE_PATH, MetadataTable
 from hoodie.metadata.records import (
