@@ -25,13 +25,13 @@ from typing import TypeVar
 
 import pytest
 
-from hudi_oracle import HudiOracle
 from support.fixture_tables import (
     FixtureCache,
     FixtureTable,
     discover_tables,
     fixtures_missing_reason,
 )
+from support.hudi_oracle import HudiOracle
 from support.shared import fixtures_dir
 
 # -- parametrization ---------------------------------------------------------------------------------------
@@ -122,11 +122,12 @@ def hudi_oracle(tmp_path_factory: pytest.TempPathFactory) -> HudiOracle:
 
 
 # -- ZooKeeper ---------------------------------------------------------------------------------------------
-# (imported here rather than at the top so that the section stays in one piece; see tests/zk_server.py)
+# (imported here rather than at the top so that the section stays in one piece; see
+# tests/support/zk_server.py)
 
 from collections.abc import Iterator  # noqa: E402
 
-from zk_server import ZooKeeperServer, zookeeper_available  # noqa: E402
+from support.zk_server import ZooKeeperServer, zookeeper_available  # noqa: E402
 
 
 @pytest.fixture(scope="session")

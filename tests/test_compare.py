@@ -9,7 +9,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from compare import Instant, assert_same_rows, diff_rows, logical_type, normalized_values
+from support.compare import Instant, assert_same_rows, diff_rows, logical_type, normalized_values
 
 KEY = ["_hoodie_record_key"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from hudi_oracle import (
+from support.hudi_oracle import (
     NO_METADATA_TABLE,
     HudiOracle,
     OracleFailure,

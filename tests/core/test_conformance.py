@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pytest
 
-from compare import Instant, assert_same_rows, logical_type, rows_by_key
 from hoodie import Table
 from hoodie.errors import TimeTravelRefused, UnsupportedTable
-from hudi_oracle import NO_METADATA_TABLE, HudiOracle, OracleRows, OracleTimeline, Query
+from support.compare import Instant, assert_same_rows, logical_type, rows_by_key
+from support.hudi_oracle import NO_METADATA_TABLE, HudiOracle, OracleRows, OracleTimeline, Query
 
 if TYPE_CHECKING:
     from support.fixture_tables import FixtureCache, FixtureTable

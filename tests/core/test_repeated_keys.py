@@ -33,8 +33,8 @@ from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.testing.generate import TRIPS_SCHEMA, GenerateSpec, TripGenerator, generate_table
 from hoodie.testing.table_writer import TableWriter, WriteConfig
-from metadata_checks import check_metadata_table
-from service_checks import Reads, judge, read_all, run_service
+from support.metadata_checks import check_metadata_table
+from support.service_checks import Reads, judge, read_all, run_service
 
 pytestmark = pytest.mark.slow
 

@@ -30,8 +30,8 @@ from hoodie import Table
 from hoodie.errors import HoodieError
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
-from service_checks import SERVICES, Outcome, judge, read_all, run_service
 from support.fixture_tables import FixtureTable
+from support.service_checks import SERVICES, Outcome, judge, read_all, run_service
 
 pytestmark = [pytest.mark.fixtures, pytest.mark.slow]
 

@@ -11,7 +11,7 @@ import pytest
 
 from hoodied.spark import SparkConfig, java_available, spark_session
 from support.replicas import Cluster
-from zk_server import ZooKeeperServer
+from support.zk_server import ZooKeeperServer
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from clean_checks import capture_reads, check_clean, data_bytes
 from hoodie import Table
 from hoodie.clean.plan import CleanConfig, CleanPolicy, schedule_clean
 from hoodie.clean.service import Clean
@@ -25,6 +24,7 @@ from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import CLEAN, ROLLBACK, State
 from hoodie.timeline.metadata import decode_cleaner_plan
 from hoodied.jobs import run_service_job
+from support.clean_checks import capture_reads, check_clean, data_bytes
 
 
 def _cow(root: Path, commits: int = 5) -> None:

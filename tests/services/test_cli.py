@@ -8,9 +8,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from compare import assert_same_rows
 from hoodie import Table
 from hoodied.cli import main
+from support.compare import assert_same_rows
 
 MOR_TABLE = "apache-hudi/hudi-v8-table-mor:hudi-v8-table-mor"
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from clustering_checks import capture, check_after
 from hoodie import Table
 from hoodie.clustering.execute import ClusteringConflict, pending_clusterings
 from hoodie.clustering.plan import ClusteringConfig, clustering_plan_of, schedule_clustering
@@ -29,6 +28,7 @@ from hoodie.timeline.instant import ROLLBACK, State
 from hoodied.claims import LocalClaim
 from hoodied.errors import JobFailed
 from hoodied.jobs import run_service_job
+from support.clustering_checks import capture, check_after
 
 pytestmark = pytest.mark.spark
 

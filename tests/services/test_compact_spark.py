@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from compaction_checks import capture, check_after
 from hoodie import Table
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.service import COMPACTION
@@ -29,6 +28,7 @@ from hoodied.claims import LocalClaim
 from hoodied.cli import main
 from hoodied.errors import JobFailed
 from hoodied.jobs import run_service_job
+from support.compaction_checks import capture, check_after
 
 pytestmark = pytest.mark.spark
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from daemon_tables import assert_same_snapshot, cow_table, mor_table, snapshot
 from hoodie import Table
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.config import METADATA_PARTITIONS, TableConfig
@@ -25,7 +24,8 @@ from hoodied.cli import main
 from hoodied.config import DaemonConfig
 from hoodied.daemon import Daemon, format_status, status_report
 from hoodied.work import read_last_results
-from metadata_checks import check_metadata_table
+from support.daemon_tables import assert_same_snapshot, cow_table, mor_table, snapshot
+from support.metadata_checks import check_metadata_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

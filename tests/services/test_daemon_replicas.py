@@ -17,10 +17,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from compare import assert_same_rows
-from daemon_tables import PendingTable, cow_table, mor_table
 from hoodie.timeline.instant import Instant
-from hudi_oracle import HudiOracle, OracleRows, Query
+from support.compare import assert_same_rows
+from support.daemon_tables import PendingTable, cow_table, mor_table
+from support.hudi_oracle import HudiOracle, OracleRows, Query
 from support.replicas import (
     POLL_INTERVAL,
     SESSION_TIMEOUT,
@@ -30,7 +30,7 @@ from support.replicas import (
     completed_files,
     wait_completed,
 )
-from zk_server import ZooKeeperServer
+from support.zk_server import ZooKeeperServer
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.spark, pytest.mark.slow]
 

@@ -29,7 +29,7 @@ from hoodied.demo import (
     is_demo_table,
 )
 from hoodied.spark import java_available
-from hudi_oracle import HudiOracle, OracleRows, Query
+from support.hudi_oracle import HudiOracle, OracleRows, Query
 
 T = r"^\[\d\d:\d\d\] "  # the time prefix of a progress line
 INSTANT = r"\d{17}"

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from compare import assert_same_rows
 from hoodie import Table
 from hoodie.indexing.execute import (
     IndexingFailed,
@@ -31,8 +30,9 @@ from hoodied.claims import LocalClaim
 from hoodied.cli import main
 from hoodied.errors import ClaimLost
 from hoodied.jobs import run_service_job
-from hudi_oracle import HudiOracle, OracleRows, Query
-from metadata_checks import check_metadata_table, generate_small_table
+from support.compare import assert_same_rows
+from support.hudi_oracle import HudiOracle, OracleRows, Query
+from support.metadata_checks import check_metadata_table, generate_small_table
 
 pytestmark = pytest.mark.spark
 

@@ -21,10 +21,6 @@ from typing import Any
 
 import pytest
 
-import clean_checks
-import clustering_checks
-import compaction_checks
-from daemon_tables import PendingTable, cow_table, mor_table
 from hoodie import Table
 from hoodie.clean.plan import pending_cleans
 from hoodie.lock.storage_based import LOCK_FILE
@@ -35,12 +31,14 @@ from hoodie.timeline.metadata import decode_cleaner_plan, decode_requested_repla
 from hoodied.cli import main
 from hoodied.config import DaemonConfig
 from hoodied.daemon import Daemon
-from metadata_checks import check_metadata_table
+from support import clean_checks, clustering_checks, compaction_checks
 from support.azurite import Azurite
+from support.daemon_tables import PendingTable, cow_table, mor_table
+from support.metadata_checks import check_metadata_table
 from support.replicas import Cluster, completed_files, wait_completed
 from support.s3_server import S3Server, free_port
 from support.shared import REPO_ROOT
-from zk_server import ZooKeeperServer
+from support.zk_server import ZooKeeperServer
 
 pytestmark = [pytest.mark.s3, pytest.mark.spark, pytest.mark.slow]
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from daemon_tables import assert_same_snapshot, mor_table, snapshot
 from hoodie import Table
 from hoodie.compaction.execute import prepare_compaction
 from hoodie.errors import StorageError
@@ -28,6 +27,7 @@ from hoodied.coordination import EmbeddedCoordination
 from hoodied.health import Heartbeats
 from hoodied.metrics import Metrics
 from hoodied.supervisor import Supervisor
+from support.daemon_tables import assert_same_snapshot, mor_table, snapshot
 from support.replicas import start_daemon
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -1,4 +1,4 @@
-"""hoodied.zookeeper against a real ZooKeeper server (tests/zk_server.py) and Apache Curator's lock.
+"""hoodied.zookeeper against a real ZooKeeper server (tests/support/zk_server.py) and Apache Curator's lock.
 
 Two :class:`ZooKeeper` objects are two replicas (two sessions). Sessions are expired from the server side
 (:func:`zk_server.expire_session`), the way a long pause or a network partition ends them, or cut short
@@ -28,7 +28,7 @@ from hoodie.errors import LockError, LockLost, LockTimeout
 from hoodie.lock import LockProvider
 from hoodied.errors import ClaimHeld, ClaimLost, ServiceError
 from hoodied.zookeeper import ZooKeeper, ZooKeeperConfig
-from zk_server import TcpProxy, ZooKeeperServer, expire_session, free_port, java_classpath
+from support.zk_server import TcpProxy, ZooKeeperServer, expire_session, free_port, java_classpath
 
 SESSION_TIMEOUT = 4.0
 EVENT_THREAD = "hoodied-zookeeper-events"

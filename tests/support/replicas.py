@@ -19,10 +19,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from daemon_tables import PendingTable
 from hoodie import Table
 from hoodie.timeline.instant import Instant, State
-from zk_server import ZooKeeperServer, free_port
+from support.daemon_tables import PendingTable
+from support.zk_server import ZooKeeperServer, free_port
 
 SESSION_TIMEOUT = 6.0
 POLL_INTERVAL = 1.0

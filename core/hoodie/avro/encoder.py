@@ -4,10 +4,11 @@ HFile values): the counterpart of :mod:`hoodie.avro.columnar`.
 The Arrow columns are cast to the ints the Avro schema's logical types want, then each Avro type is encoded
 with numpy for all rows at once (zig-zag varints, length-prefixed strings, two's complement decimals, union
 branch indexes, nested records, arrays and maps) into an :class:`AvroRows` (a buffer and one offset per
-value), and the per-row byte strings of the fields are interleaved once, at the end. The bytes are those of Avro's Java ``BinaryEncoder`` (minimal
-two's complement decimals, one array block followed by a zero count). Only unions of two or more non-null
-types (which Spark never writes) go through fastavro's ``schemaless_writer``, value by value; fastavro picks
-the first branch a value fits, where Java goes by the value's class, so those bytes may differ from Hudi's.
+value), and the per-row byte strings of the fields are interleaved once, at the end. The bytes are those of
+Avro's Java ``BinaryEncoder`` (minimal two's complement decimals, one array block followed by a zero count).
+Only unions of two or more non-null types (which Spark never writes) go through fastavro's
+``schemaless_writer``, value by value; fastavro picks the first branch a value fits, where Java goes by the
+value's class, so those bytes may differ from Hudi's.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from clean_checks import capture_reads, check_clean, data_bytes
 from hoodie import Table
 from hoodie.clean.execute import clean_in_process, plan_files, prepare_clean
 from hoodie.clean.plan import (
@@ -45,6 +44,7 @@ from hoodie.timeline.metadata import (
     encode_cleaner_plan,
 )
 from hoodie.timeline.writer import TimelineWriter
+from support.clean_checks import capture_reads, check_clean, data_bytes
 
 NOW = dt.datetime(2100, 1, 1)
 

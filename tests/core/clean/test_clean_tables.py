@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from clean_checks import capture_reads, check_clean, data_bytes
 from hoodie import Table
 from hoodie.clean.execute import clean_in_process
 from hoodie.clean.plan import CleanConfig, CleanPolicy, schedule_clean
@@ -21,7 +20,8 @@ from hoodie.metadata.records import is_deleted
 from hoodie.metadata_table import MetadataTableNotSupported
 from hoodie.storage import Storage
 from hoodie.timeline.metadata import CleanerPlan
-from metadata_checks import check_metadata_table
+from support.clean_checks import capture_reads, check_clean, data_bytes
+from support.metadata_checks import check_metadata_table
 
 pytestmark = pytest.mark.fixtures
 

@@ -17,7 +17,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from clustering_checks import capture, check_after
 from hoodie import Table
 from hoodie.clustering.execute import (
     ClusteringConflict,
@@ -42,7 +41,8 @@ from hoodie.timeline.instant import DELTA_COMMIT, ROLLBACK, State
 from hoodie.timeline.metadata import ClusteringPlan, decode_rollback_metadata
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.markers import Markers
-from hudi_oracle import HudiOracle, OracleRows, Query
+from support.clustering_checks import capture, check_after
+from support.hudi_oracle import HudiOracle, OracleRows, Query
 
 SORTED = ClusteringConfig(sort_columns=("rider",))
 

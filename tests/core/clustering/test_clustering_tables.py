@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from clustering_checks import capture, check_after, live_groups
 from hoodie import Table
 from hoodie.clustering.execute import NothingToCluster, cluster_in_process
 from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.testing.generate import GenerateSpec, generate_table
-from metadata_checks import check_metadata_table
+from support.clustering_checks import capture, check_after, live_groups
+from support.metadata_checks import check_metadata_table
 
 FIXTURES = [
     # (fixture id, sort column)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from compaction_checks import capture, check_after
 from hoodie import Table
 from hoodie.compaction.execute import NothingToCompact, compact_in_process
 from hoodie.compaction.plan import blocked_file_groups, schedule_compaction
@@ -19,8 +18,9 @@ from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.metadata import decode_compaction_plan
-from metadata_checks import check_metadata_table
+from support.compaction_checks import capture, check_after
 from support.fixture_tables import FixtureTable
+from support.metadata_checks import check_metadata_table
 
 UNBOUNDED = CompactionConfig(strategy=Strategy.UNBOUNDED)
 

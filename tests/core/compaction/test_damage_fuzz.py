@@ -36,7 +36,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from compare import normalized_values
 from hoodie import Table
 from hoodie.compaction.execute import compact_in_process
 from hoodie.compaction.plan import schedule_compaction
@@ -47,7 +46,8 @@ from hoodie.storage import Storage
 from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.instant import State
 from hoodie.timeline.metadata import decode_compaction_plan
-from hudi_oracle import HudiOracle, OracleRows, Query
+from support.compare import normalized_values
+from support.hudi_oracle import HudiOracle, OracleRows, Query
 
 pytestmark = [pytest.mark.slow]
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from compaction_checks import capture, check_after
 from hoodie import Table
 from hoodie.compaction.execute import (
     CompactionFailed,
@@ -28,6 +27,7 @@ from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import DELTA_COMMIT, ROLLBACK, State
 from hoodie.timeline.metadata import decode_rollback_metadata, decode_rollback_plan
 from hoodie.timeline.writer import TimelineWriter
+from support.compaction_checks import capture, check_after
 
 
 def _table(tmp_path: Path, version: int = 8, partitions: int = 2) -> tuple[Path, Storage, FileSystemLock]:

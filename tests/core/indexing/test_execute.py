@@ -11,7 +11,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from compare import assert_same_rows
 from hoodie import Table
 from hoodie.indexing.execute import (
     IndexingFailed,
@@ -30,8 +29,9 @@ from hoodie.storage import Storage
 from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import INDEXING, State
 from hoodie.timeline.metadata import decode_index_commit_metadata, decode_index_plan
-from hudi_oracle import HudiOracle, OracleRows, Query
-from metadata_checks import check_metadata_table, generate_small_table
+from support.compare import assert_same_rows
+from support.hudi_oracle import HudiOracle, OracleRows, Query
+from support.metadata_checks import check_metadata_table, generate_small_table
 
 KEYS = ["_hoodie_partition_path", "_hoodie_record_key"]
 

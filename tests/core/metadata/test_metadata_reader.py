@@ -17,7 +17,7 @@ from hoodie.metadata.reader import compare_listings, storage_listing
 from hoodie.metadata.records import ALL_PARTITIONS_KEY, combine, file_list, is_deleted
 from hoodie.table import Table
 from hoodie.timeline.instant import State
-from hudi_oracle import HudiOracle, OracleFileSlices, Query
+from support.hudi_oracle import HudiOracle, OracleFileSlices, Query
 
 EXPECTED_TYPE = {
     "files": {RecordType.ALL_PARTITIONS, RecordType.FILE_LIST},

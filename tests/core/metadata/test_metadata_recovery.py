@@ -31,8 +31,8 @@ from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import DELTA_COMMIT, State
 from hoodie.timeline.metadata import decode_cleaner_plan
-from hudi_oracle import HudiOracle, OracleRows, Query
-from metadata_checks import check_metadata_table
+from support.hudi_oracle import HudiOracle, OracleRows, Query
+from support.metadata_checks import check_metadata_table
 
 SCRIPT = """
 import sys

@@ -12,13 +12,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from compare import assert_same_rows
 from hoodie import Table
 from hoodie.errors import FileAlreadyExists, SchemaMismatch
 from hoodie.log.block import BlockType, iter_blocks
 from hoodie.testing.generate import TRIPS_SCHEMA, GenerateSpec, TripGenerator, generate_table
 from hoodie.testing.table_writer import TableWriter, WriteConfig
-from hudi_oracle import HudiOracle, OracleRows, Query
+from support.compare import assert_same_rows
+from support.hudi_oracle import HudiOracle, OracleRows, Query
 
 KEYS = ["_hoodie_partition_path", "_hoodie_record_key"]
 

@@ -11,9 +11,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from clean_checks import capture_reads
-from compaction_checks import key_columns
-from compare import assert_same_rows
 from hoodie import Table
 from hoodie.errors import WriteConflict
 from hoodie.lock import FileSystemLock
@@ -31,6 +28,9 @@ from hoodie.write.failed_writes import (
     rollback_failed_write,
     rollback_failed_writes,
 )
+from support.clean_checks import capture_reads
+from support.compaction_checks import key_columns
+from support.compare import assert_same_rows
 
 
 def _table(

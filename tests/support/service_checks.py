@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from compaction_checks import key_columns
-from compare import assert_same_rows
 from hoodie import Table
 from hoodie.clean.execute import clean_in_process
 from hoodie.clean.plan import CleanConfig, CleanPolicy, schedule_clean
@@ -27,7 +25,9 @@ from hoodie.lock import LockProvider
 from hoodie.metadata.records import MetadataPartition
 from hoodie.storage import Storage
 from hoodie.table import RECORD_KEY
-from hudi_oracle import HudiOracle, OracleRows, Query
+from support.compaction_checks import key_columns
+from support.compare import assert_same_rows
+from support.hudi_oracle import HudiOracle, OracleRows, Query
 
 #: Columns a rewrite changes by design: the file name of the rewritten files.
 IGNORED = ("_hoodie_file_name",)

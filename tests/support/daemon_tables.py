@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from compare import assert_same_rows
 from hoodie import Table
 from hoodie.clean.plan import CleanConfig, CleanPolicy, schedule_clean
 from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
@@ -24,6 +23,7 @@ from hoodie.storage import Storage
 from hoodie.testing.generate import GenerateSpec, TripGenerator, generate_table
 from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import Instant
+from support.compare import assert_same_rows
 
 IGNORED = ("_hoodie_file_name",)
 

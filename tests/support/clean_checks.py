@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from compaction_checks import key_columns
-from compare import assert_same_rows
 from hoodie import Table
 from hoodie.clean.execute import plan_files
 from hoodie.storage import Storage
 from hoodie.timeline.instant import CLEAN, State
 from hoodie.timeline.metadata import CleanerPlan, CleanMetadata, decode_clean_metadata
-from hudi_oracle import HudiOracle, OracleRows, Query
+from support.compaction_checks import key_columns
+from support.compare import assert_same_rows
+from support.hudi_oracle import HudiOracle, OracleRows, Query
 
 
 def data_bytes(root: Path | str) -> int:

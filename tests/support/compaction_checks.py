@@ -16,11 +16,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from compare import assert_same_rows
 from hoodie import Table
 from hoodie.timeline.instant import COMMIT, State
 from hoodie.timeline.metadata import CommitMetadata
-from hudi_oracle import HudiOracle, OracleResult, OracleRows, Query
+from support.compare import assert_same_rows
+from support.hudi_oracle import HudiOracle, OracleResult, OracleRows, Query
 
 IGNORED = ("_hoodie_file_name",)
 

@@ -19,7 +19,7 @@ Usage::
 
 Run as a script on table roots to survey what hudi-rs can read::
 
-    python tests/hudi_oracle.py /tmp/tables/some_table [...]
+    python tests/support/hudi_oracle.py /tmp/tables/some_table [...]
 """
 
 from __future__ import annotations

@@ -19,14 +19,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from compaction_checks import IGNORED, assert_no_stray_files, key_columns
-from compare import assert_same_rows
 from hoodie import Table
 from hoodie.clustering.plan import requested_action
 from hoodie.file_group.file_group import FileGroupId
 from hoodie.timeline.instant import REPLACE_COMMIT, State
 from hoodie.timeline.metadata import ClusteringPlan, CommitMetadata
-from hudi_oracle import HudiOracle, OracleRows, Query
+from support.compaction_checks import IGNORED, assert_no_stray_files, key_columns
+from support.compare import assert_same_rows
+from support.hudi_oracle import HudiOracle, OracleRows, Query
 
 
 @dataclass(frozen=True)
