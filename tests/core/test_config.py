@@ -15,14 +15,12 @@ from hoodie.config import (
     RecordMergeMode,
     TableConfig,
     TableType,
-    create_table_properties,
-    java_properties_order,
-    new_table_properties,
-    parse_properties,
     recover_properties,
     table_checksum,
 )
 from hoodie.errors import InvalidTableConfig, TableAlreadyExists, UnsupportedTable
+from hoodie.java_compat import java_properties_order, parse_properties
+from hoodie.new_table import create_table_properties, new_table_properties
 from hoodie.storage import Storage
 from hoodie.storage.local import LocalBackend
 
@@ -229,7 +227,9 @@ class RecordingStorage(Storage):
 
 def test_store_backs_up_then_replaces_then_drops_the_backup(tmp_path: Path) -> None:
     storage = RecordingStorage(tmp_path)
-    TableConfig.for_new_table("t", "MERGE_ON_READ", 8, ["id"], ["p"], database_name="db").create(storage)
+    TableConfig(new_table_properties("t", "MERGE_ON_READ", 8, ["id"], ["p"], database_name="db")).create(
+        storage
+    )
     before = storage.read(PROPERTIES_FILE)
     storage.calls.clear()
     config = TableConfig.load(storage)
@@ -250,7 +250,7 @@ def test_store_backs_up_then_replaces_then_drops_the_backup(tmp_path: Path) -> N
 
 def test_an_interrupted_update_is_recovered_from_the_backup(tmp_path: Path) -> None:
     storage = Storage.for_uri(str(tmp_path))
-    original = TableConfig.for_new_table("t", "COPY_ON_WRITE", 9, ["id"])
+    original = TableConfig(new_table_properties("t", "COPY_ON_WRITE", 9, ["id"]))
     original.create(storage)
     good = storage.read(PROPERTIES_FILE)
     # Crash after the backup, with a torn new file.
@@ -276,7 +276,7 @@ def test_an_interrupted_update_is_recovered_from_the_backup(tmp_path: Path) -> N
 
 def test_create_refuses_an_existing_table(tmp_path: Path) -> None:
     storage = Storage.for_uri(str(tmp_path))
-    config = TableConfig.for_new_table("t", TableType.COPY_ON_WRITE, 6, ["id"])
+    config = TableConfig(new_table_properties("t", TableType.COPY_ON_WRITE, 6, ["id"]))
     config.create(storage)
     assert storage.read(PROPERTIES_FILE).startswith(b"#Properties saved on ")
     with pytest.raises(TableAlreadyExists):
@@ -330,7 +330,7 @@ def test_new_tables_have_the_keys_hudi_writes(
     extra = set(ours) - set(theirs)
     assert extra == {TIMELINE_TIMEZONE}  # written on purpose: Hudi's writers then use our zone
     assert ours[TIMELINE_TIMEZONE] == "UTC"
-    text = create_table_properties(**_args_like(theirs))  # type: ignore[arg-type]
+    text = create_table_properties(new_table_properties(**_args_like(theirs)))  # type: ignore[arg-type]
     assert text.startswith("#Properties saved on ")
     assert parse_properties(text) == ours
     # (The key order of a new file follows the order Hudi happened to put the keys in its map, which differs
@@ -364,7 +364,7 @@ def test_new_table_merge_settings_per_version() -> None:
     assert "hoodie.compaction.payload.class" not in v9
     assert "hoodie.record.merge.strategy.id" not in v9
     for version in (6, 8, 9):
-        cfg = TableConfig.for_new_table("t", "COPY_ON_WRITE", version, ["id"], timeline_timezone=None)
+        cfg = TableConfig(new_table_properties("t", "COPY_ON_WRITE", version, ["id"], timeline_timezone=None))
         assert TIMELINE_TIMEZONE not in cfg.props
         assert cfg.timeline_layout_version == (1 if version == 6 else 2)
 

@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hoodie.bloom import read_bloom_filter
-from hoodie.config import RecordMergeMode, TableConfig, create_table_properties
+from hoodie.config import RecordMergeMode, TableConfig
 from hoodie.errors import FileAlreadyExists, HoodieError, SchemaMismatch, WriteConflict
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileSlice
@@ -68,6 +68,7 @@ from hoodie.log.writer import (
 from hoodie.metadata.updates import update_for_write
 from hoodie.metadata.writer import maintain_metadata_table, write_metadata_update
 from hoodie.metadata_table import refuse_metadata_table
+from hoodie.new_table import create_table_properties, new_table_properties
 from hoodie.read.conform import conform_table
 from hoodie.read.merge import IS_DELETED, Deletes, MergeInput, merge_records
 from hoodie.schema import arrow_to_avro_schema, avro_to_arrow_schema
@@ -185,20 +186,22 @@ class TableWriter:
         if missing:
             raise SchemaMismatch(f"key, partition or ordering field(s) {missing} are not in the schema")
         config_text = create_table_properties(
-            name=name,
-            table_type=table_type,
-            table_version=table_version,
-            record_key_fields=tuple(record_key_fields),
-            partition_fields=tuple(partition_fields),
-            ordering_fields=(ordering_field,) if ordering_field else (),
-            hive_style=hive_style,
-            database_name=database,
-            create_schema=_json(avro),
-            merge_mode=(
-                RecordMergeMode.EVENT_TIME_ORDERING
-                if ordering_field
-                else RecordMergeMode.COMMIT_TIME_ORDERING
-            ),
+            new_table_properties(
+                name=name,
+                table_type=table_type,
+                table_version=table_version,
+                record_key_fields=tuple(record_key_fields),
+                partition_fields=tuple(partition_fields),
+                ordering_fields=(ordering_field,) if ordering_field else (),
+                hive_style=hive_style,
+                database_name=database,
+                create_schema=_json(avro),
+                merge_mode=(
+                    RecordMergeMode.EVENT_TIME_ORDERING
+                    if ordering_field
+                    else RecordMergeMode.COMMIT_TIME_ORDERING
+                ),
+            )
         )
         table_config = TableConfig.from_text(config_text)
         if storage.exists(".hoodie/hoodie.properties"):

@@ -13,6 +13,7 @@ import pytest
 from hoodie.config import TIMELINE_TIMEZONE, TableConfig
 from hoodie.errors import InvalidInstant
 from hoodie.lock import FileSystemLock
+from hoodie.new_table import new_table_properties
 from hoodie.storage import Storage
 from hoodie.timeline.instant import COMMIT, Instant, State
 from hoodie.timeline.instant_time import (
@@ -29,7 +30,7 @@ FIXED = dt.datetime(2025, 3, 4, 5, 6, 7, 891_234, tzinfo=dt.UTC)
 
 def _new_table(root: Path, version: int, **kwargs: str) -> tuple[Storage, TableConfig]:
     storage = Storage.for_uri(str(root))
-    config = TableConfig.for_new_table("t", "COPY_ON_WRITE", version, ["id"], **kwargs)  # type: ignore[arg-type]
+    config = TableConfig(new_table_properties("t", "COPY_ON_WRITE", version, ["id"], **kwargs))  # type: ignore[arg-type]
     config.create(storage)
     return storage, TableConfig.load(storage)
 

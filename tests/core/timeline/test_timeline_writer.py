@@ -16,6 +16,7 @@ import pytest
 from hoodie.config import TableConfig
 from hoodie.errors import CommitConflict, LockRequired, UnsupportedTable
 from hoodie.lock import FileSystemLock
+from hoodie.new_table import new_table_properties
 from hoodie.storage import Storage
 from hoodie.storage.arrow_fs import ArrowFsBackend
 from hoodie.timeline import metadata as md
@@ -209,7 +210,7 @@ FLOWS = {
 
 def new_table(root: Path, version: int, *, table_type: str = "MERGE_ON_READ") -> tuple[Storage, TableConfig]:
     storage = Storage.for_uri(str(root))
-    TableConfig.for_new_table("t", table_type, version, ["id"], ["p"]).create(storage)
+    TableConfig(new_table_properties("t", table_type, version, ["id"], ["p"])).create(storage)
     return storage, TableConfig.load(storage)
 
 

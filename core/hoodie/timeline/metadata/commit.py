@@ -11,6 +11,7 @@ from typing import Any
 from hoodie.avro import load_schema, schema_set
 from hoodie.avro.container import MAGIC, read_container, write_single_record
 from hoodie.errors import CorruptTimelineFile
+from hoodie.java_compat import jackson_pretty, java_hash_map_order, keep_order
 from hoodie.timeline.instant import (
     CLUSTERING,
     COMMIT,
@@ -20,7 +21,6 @@ from hoodie.timeline.instant import (
     REPLACE_COMMIT,
 )
 from hoodie.timeline.metadata.fields import Fields, conform, freeze, json_type, tuple_map
-from hoodie.timeline.metadata.java_compat import jackson_pretty, java_hash_map_order, keep_order
 
 __all__ = [
     "CommitMetadata",
