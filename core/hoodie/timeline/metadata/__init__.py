@@ -43,7 +43,8 @@ Which module holds what: one kind of record each, decoded and encoded, then the 
     fields             typed fields of decoded records; reading and writing single-record Avro containers
     versions           PlanVersions: the record versions each table version writes
     paths              plan entries' file names in their partition, plans' file groups
-    java_compat        Java's HashMap order and Jackson's JSON output (v6 commit metadata)
+
+Java's HashMap order and Jackson's JSON output (v6 commit metadata) come from :mod:`hoodie.java_compat`.
 """
 
 from __future__ import annotations
