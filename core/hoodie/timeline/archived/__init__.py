@@ -1,8 +1,9 @@
 """The archived timeline: instants moved out of the active timeline by archival, in either of Hudi's layouts.
 
 - Timeline layout 2 (table version 8+): an LSM tree of Parquet files under
-  ``.hoodie/<hoodie.timeline.path>/<hoodie.timeline.history.path>`` (default ``.hoodie/timeline/history``),
-  one row per instant, made visible by ``manifest_<N>`` and ``_version_`` (:mod:`hoodie.timeline.archived.lsm`).
+  ``.hoodie/<hoodie.timeline.path>/<hoodie.timeline.history.path>`` (default
+  ``.hoodie/timeline/history``), one row per instant, made visible by ``manifest_<N>`` and ``_version_``
+  (:mod:`hoodie.timeline.archived.lsm`).
 - Timeline layouts 0/1 (table version 6): Hudi log files ``.commits_.archive.<N>_<token>`` under
   ``.hoodie/<hoodie.archivelog.folder>`` (default ``.hoodie/archived``) of Avro data blocks, one
   ``HoodieArchivedMetaEntry`` record per state file (:mod:`hoodie.timeline.archived.archive_log`).
@@ -44,10 +45,9 @@ class ArchivedInstant:
 
     ``instant`` carries the requested time, the action as the completed file names it (a compaction is a
     ``commit``, a clustering a ``replacecommit``, a log compaction a ``deltacommit``; in the archive log each
-    state's own action), the state and, where the layout keeps it, the completion time.
-    LSM rows carry ``metadata`` (the completed file's bytes, ``None`` when it was empty) and ``plan`` (the plan
-    file's bytes where the action has one); archive-log records carry ``record``, the decoded
-    ``HoodieArchivedMetaEntry``.
+    state's own action), the state and, where the layout keeps it, the completion time. LSM rows carry
+    ``metadata`` (the completed file's bytes, ``None`` when it was empty) and ``plan`` (the plan file's bytes
+    where the action has one); archive-log records carry ``record``, the decoded ``HoodieArchivedMetaEntry``.
     """
 
     instant: Instant
