@@ -253,7 +253,7 @@ def savepointed_files(table: Table) -> set[str]:
     for instant in table.timeline.completed():
         if instant.action != SAVEPOINT:
             continue
-        data = table.storage.read(table.timeline.file_of(instant.time, State.COMPLETED))
+        data = table.storage.read(table.timeline.file_of(instant.time, State.COMPLETED, action=SAVEPOINT))
         md = decode_savepoint_metadata(data)
         for partition, pmd in md.partition_metadata.items():
             for name in pmd.savepoint_data_file:

@@ -23,6 +23,7 @@ from hoodie.timeline.instant import (
     DELTA_COMMIT,
     LOG_COMPACTION,
     REPLACE_COMMIT,
+    SAVEPOINT,
     WRITE_ACTIONS,
     Instant,
     State,
@@ -31,16 +32,24 @@ from hoodie.timeline.instant import (
 
 @dataclass(frozen=True)
 class Timeline:
-    """An immutable, time-ordered view of a table's instants (one entry per instant time, latest state).
+    """An immutable, time-ordered view of a table's instants (one entry per instant, in its latest state).
 
     ``files`` maps each instant time to every (state, file name) present, so the content of any state can be
     read (a compaction's plan lives in its ``.requested`` file even after it completed).
+
+    A savepoint takes the time of the commit it savepoints (Hudi's ``SavepointActionExecutor``), so one time
+    may carry two instants: the commit and its savepoint. The savepoint's files are kept apart
+    (``savepoint_files``): :meth:`get`, :meth:`file_of` and :meth:`is_committed` answer for the commit, and
+    ``instants`` lists the savepoint after it.
     """
 
     instants: tuple[Instant, ...]
     layout_version: int
     folder: str
     files: dict[str, tuple[tuple[Instant, str], ...]] = field(default_factory=dict, repr=False, compare=False)
+    savepoint_files: dict[str, tuple[tuple[Instant, str], ...]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     # -- loading -----------------------------------------------------------------------------------------
 
@@ -54,20 +63,25 @@ class Timeline:
     def from_file_names(cls, names: Iterable[str], *, layout_version: int, folder: str) -> Timeline:
         """Build from a listing; names that are not timeline files are ignored."""
         by_time: dict[str, list[tuple[Instant, str]]] = {}
+        savepoints: dict[str, list[tuple[Instant, str]]] = {}
         for name in names:
             instant = Instant.try_parse(name)
             if instant is None:
                 continue
             if instant.completion_time is not None and layout_version < 2:
                 continue
-            by_time.setdefault(instant.time, []).append((instant, name))
+            into = savepoints if instant.action == SAVEPOINT else by_time
+            into.setdefault(instant.time, []).append((instant, name))
         instants = []
         files: dict[str, tuple[tuple[Instant, str], ...]] = {}
-        for time in sorted(by_time):
-            entries = sorted(by_time[time], key=lambda e: e[0].state)
-            files[time] = tuple(entries)
-            instants.append(entries[-1][0])
-        return cls(tuple(instants), layout_version, folder, files)
+        savepoint_files: dict[str, tuple[tuple[Instant, str], ...]] = {}
+        for time in sorted(by_time.keys() | savepoints.keys()):
+            for source, target in ((by_time, files), (savepoints, savepoint_files)):
+                if time in source:
+                    entries = sorted(source[time], key=lambda e: e[0].state)
+                    target[time] = tuple(entries)
+                    instants.append(entries[-1][0])
+        return cls(tuple(instants), layout_version, folder, files, savepoint_files)
 
     # -- queries -----------------------------------------------------------------------------------------
 
@@ -79,7 +93,7 @@ class Timeline:
 
     def get(self, time: str) -> Instant | None:
         """The instant at ``time`` in its latest state, or ``None``."""
-        entries = self.files.get(time)
+        entries = self.files.get(time) or self.savepoint_files.get(time)
         return entries[-1][0] if entries else None
 
     def completed(self) -> list[Instant]:
@@ -159,9 +173,13 @@ class Timeline:
     def was_compaction(self, time: str) -> bool:
         return self.requested_action(time) == COMPACTION
 
-    def file_of(self, time: str, state: State | None = None) -> str:
-        """Path (relative to the base path) of the instant's file in ``state`` (default: its latest state)."""
-        entries = self.files.get(time)
+    def file_of(self, time: str, state: State | None = None, *, action: str | None = None) -> str:
+        """Path (relative to the base path) of the instant's file in ``state`` (default: its latest state);
+        ``action=SAVEPOINT`` for the savepoint at a commit's time."""
+        if action == SAVEPOINT or time not in self.files:
+            entries = self.savepoint_files.get(time)
+        else:
+            entries = self.files.get(time)
         if not entries:
             raise KeyError(f"no instant {time} on the timeline")
         if state is None:
@@ -185,7 +203,8 @@ class Timeline:
             return self
         kept = tuple(i for i in self.instants if i.time <= as_of)
         files = {t: f for t, f in self.files.items() if t <= as_of}
-        return Timeline(kept, self.layout_version, self.folder, files)
+        savepoint_files = {t: f for t, f in self.savepoint_files.items() if t <= as_of}
+        return Timeline(kept, self.layout_version, self.folder, files, savepoint_files)
 
 
 def completed_action(action: str) -> str:

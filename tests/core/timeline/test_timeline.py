@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from hoodie.timeline.instant import State
 from hoodie.timeline.timeline import Timeline
 
@@ -81,3 +83,29 @@ def test_empty_timeline_has_no_start_and_nothing_committed() -> None:
     tl = Timeline.from_file_names([], layout_version=2, folder=".hoodie/timeline")
     assert tl.write_timeline_start() is None
     assert not tl.is_committed("20240101000000000")
+
+
+@pytest.mark.parametrize("layout", [1, 2])
+def test_a_savepoint_at_its_commits_time_leaves_the_commit_committed(layout: int) -> None:
+    """Hudi gives a savepoint the time of the commit it holds: both instants stand, and the commit's files
+    stay committed (a savepoint shadowing its commit made that commit's data invisible to reads)."""
+    t, c = "20240101100000000", "20240101100001000"
+    done = f"{t}_{c}" if layout == 2 else t
+    names = [
+        f"{t}.commit.requested",
+        f"{t}.inflight",
+        f"{done}.commit",
+        f"{t}.savepoint.inflight",
+        f"{done}.savepoint",
+    ]
+    timeline = Timeline.from_file_names(names, layout_version=layout, folder="f")
+    assert [(i.action, i.state) for i in timeline] == [
+        ("commit", State.COMPLETED),
+        ("savepoint", State.COMPLETED),
+    ]
+    assert timeline.is_committed(t)
+    assert [i.time for i in timeline.completed_writes()] == [t]
+    assert timeline.file_of(t, State.COMPLETED) == f"f/{done}.commit"
+    assert timeline.file_of(t, State.COMPLETED, action="savepoint") == f"f/{done}.savepoint"
+    assert timeline.file_of(t, State.INFLIGHT, action="savepoint") == f"f/{t}.savepoint.inflight"
+    assert len(timeline.filter_as_of(t)) == 2
