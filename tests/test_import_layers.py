@@ -70,7 +70,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "services",
-        ("hoodie.table_service", "hoodie.compaction", "hoodie.clustering", "hoodie.clean", "hoodie.indexing"),
+        (
+            "hoodie.table_service",
+            "hoodie.compaction",
+            "hoodie.clustering",
+            "hoodie.clean",
+            "hoodie.indexing",
+            "hoodie.archival",
+        ),
     ),
     ("registry", ("hoodie.registry",)),
     ("testing", ("hoodie.testing",)),

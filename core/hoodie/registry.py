@@ -4,6 +4,7 @@ here."""
 
 from __future__ import annotations
 
+from hoodie.archival.service import ARCHIVAL
 from hoodie.clean.service import CLEAN
 from hoodie.clustering.service import CLUSTERING
 from hoodie.compaction.service import COMPACTION
@@ -12,13 +13,16 @@ from hoodie.indexing.service import INDEXING
 from hoodie.table_service import TableService
 
 #: Every service, in the order users see them listed (work is ordered by :attr:`TableService.priority`).
-SERVICES: tuple[TableService, ...] = (COMPACTION, CLUSTERING, CLEAN, INDEXING)
+SERVICES: tuple[TableService, ...] = (COMPACTION, CLUSTERING, CLEAN, INDEXING, ARCHIVAL)
 
 #: Their names, in the same order.
 SERVICE_NAMES: tuple[str, ...] = tuple(s.name for s in SERVICES)
 
 #: The services hoodied schedules on its own.
 SCHEDULABLE: tuple[str, ...] = tuple(s.name for s in SERVICES if s.schedulable)
+
+#: The services without instants, run after the others of each table that lists them (archival).
+MAINTENANCE: tuple[str, ...] = tuple(s.name for s in SERVICES if not s.has_instants)
 
 
 def service_named(name: str) -> TableService:
@@ -29,4 +33,4 @@ def service_named(name: str) -> TableService:
     raise HoodieError(f"no table service {name!r} (one of {', '.join(SERVICE_NAMES)})")
 
 
-__all__ = ["SCHEDULABLE", "SERVICES", "SERVICE_NAMES", "service_named"]
+__all__ = ["MAINTENANCE", "SCHEDULABLE", "SERVICES", "SERVICE_NAMES", "service_named"]

@@ -57,6 +57,7 @@ from hoodie.read.merge import (
 )
 from hoodie.schema import avro_to_arrow_schema
 from hoodie.storage import FileInfo, Storage
+from hoodie.timeline.archived.load import load_archived_timeline
 from hoodie.timeline.instant import CLEAN, REPLACE_COMMIT, Instant, State, check_time
 from hoodie.timeline.metadata import (
     CommitMetadata,
@@ -143,21 +144,21 @@ class Table:
         """
         storage = Storage.for_uri(uri, storage_options)
         config = TableConfig.load(storage)
-        return cls(storage, config, Timeline.load(storage, config), metadata_listing=metadata_listing)
+        timeline = _with_history(storage, config, Timeline.load(storage, config))
+        return cls(storage, config, timeline, metadata_listing=metadata_listing)
 
     @classmethod
     def load(cls, storage: Storage, config: TableConfig | None = None) -> Table:
         """Open the table on ``storage`` (config and timeline read now). ``config``, when given, is one the
         caller read already (a task carries its driver's): only the timeline is listed."""
         config = config if config is not None else TableConfig.load(storage)
-        return cls(storage, config, Timeline.load(storage, config))
+        return cls(storage, config, _with_history(storage, config, Timeline.load(storage, config)))
 
     def refresh(self) -> Table:
         """A new :class:`Table` over the same storage with the config and timeline read again."""
         config = TableConfig.load(self.storage)
-        return Table(
-            self.storage, config, Timeline.load(self.storage, config), metadata_listing=self.metadata_listing
-        )
+        timeline = _with_history(self.storage, config, Timeline.load(self.storage, config))
+        return Table(self.storage, config, timeline, metadata_listing=self.metadata_listing)
 
     # -- metadata ----------------------------------------------------------------------------------------
 
@@ -678,6 +679,14 @@ class Table:
                 raise HoodieError(f"unknown column(s) {missing}; the table has {result.column_names}")
             result = result.select(list(columns))
         return result
+
+
+def _with_history(storage: Storage, config: TableConfig, timeline: Timeline) -> Timeline:
+    """``timeline``, answering completion times of archived v8+ instants from the table's history (read only
+    if a question reaches back that far)."""
+    if config.timeline_layout_version < 2:
+        return timeline
+    return timeline.with_history(lambda: load_archived_timeline(storage, config).completion_times())
 
 
 def _merge(base: pa.Table | None, steps: Sequence[MergeInput], rules: MergeRules) -> pa.Table:

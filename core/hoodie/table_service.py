@@ -17,6 +17,10 @@ answers the same five questions for every kind of work:
 A run that finds nothing to do (the instant completed meanwhile, or never existed) raises
 :class:`~hoodie.errors.NothingToDo`; every service's own "nothing to ..." error derives from it.
 
+A service that works without instants of its own (archival: Hudi records no action for it) has no pending
+work and nothing to prepare; it does its whole run in :meth:`TableService.maintain`, which the daemon calls
+after the other services of each table that lists it, under the table's ``schedule`` claim.
+
 Where the tasks run is the caller's business: :func:`run_in_process` runs them here (tests, benchmarks, small
 tables), the daemon's runner as a Spark job. A job whose tasks write files names the file groups they write
 in (``rollback_groups``), so a failed attempt can be rolled back; a job whose tasks write nothing (clean's
@@ -68,6 +72,18 @@ class Done:
 
 
 @dataclass(frozen=True)
+class Maintained:
+    """What one run of a service without instants did to a table (and its metadata table)."""
+
+    changed: bool
+    summary: str
+    #: Timeline (or other) files it removed.
+    files_deleted: int = 0
+    #: What it moved or processed, in the service's own unit (archival: instants archived).
+    items: int = 0
+
+
+@dataclass(frozen=True)
 class ServiceJob(Generic[TaskT, ResultT]):
     """A pending instant made ready to run: inflight, its plan split into tasks.
 
@@ -103,6 +119,9 @@ class TableService(abc.ABC):
     requested_by: ClassVar[str] = ""
     #: Whether only MERGE_ON_READ tables have this service's work.
     merge_on_read_only: ClassVar[bool] = False
+    #: Whether the service works through instants of its own (pending -> prepare -> tasks -> commit); one
+    #: that does not (archival) runs through :meth:`maintain`.
+    has_instants: ClassVar[bool] = True
 
     def applies_to(self, config: TableConfig) -> str | None:
         """Why this service has nothing to do on a table of this kind, or ``None`` when it applies."""
@@ -153,6 +172,16 @@ class TableService(abc.ABC):
         Raises :class:`~hoodie.errors.NothingToDo` when there is no such pending instant.
         """
 
+    def maintenance_due(self, table: Table, settings: Mapping[str, str]) -> bool:
+        """Whether :meth:`maintain` may have work on ``table``, decided on the view alone (no I/O), so that an
+        idle table costs no claim and no lock. Services with instants have nothing to maintain."""
+        return False
+
+    def maintain(self, table: Table, lock: LockProvider, settings: Mapping[str, str]) -> Maintained:
+        """One run of a service without instants on ``table`` (the caller's view: a run with nothing to do
+        takes no lock). Services with instants have nothing to maintain."""
+        raise NotImplementedError(f"{self.name} works through its instants, not maintain()")
+
 
 def rolled_back_note(files: int) -> str:
     """A summary's note on an abandoned attempt that ``prepare`` rolled back."""
@@ -173,6 +202,7 @@ def run_in_process(job: ServiceJob[TaskT, ResultT], fence: Fence | None = None, 
 __all__ = [
     "Done",
     "Fence",
+    "Maintained",
     "Scheduled",
     "ServiceJob",
     "TableService",

@@ -4,7 +4,7 @@
     hoodied run --config FILE [--once]
     hoodied status --config FILE [--json]
     hoodied read PATH --out FILE.parquet [--as-of T] [--read-optimized]
-    hoodied timeline PATH
+    hoodied timeline PATH [--archived]
     hoodied fsview PATH [--as-of T]
     hoodied generate PATH --table-type mor --table-version 8 --rows N --commits K --update-fraction F
                      --delete-fraction D --partitions P [--log-format avro|parquet] [--seed S]
@@ -17,6 +17,7 @@
                     [--spark-master URL] [--conf key=value ...]
     hoodied index PATH --mode schedule|execute|schedule-and-execute|dropindex [--index-types a,b]
                   [--instant T] [--spark-master URL] [--conf key=value ...]
+    hoodied archive PATH [--conf key=value ...]
     hoodied demo [--path DIR] [--duration S] [--port N] [--interval S] [--batch-rows N] [--drain-timeout S]
 
 Exit status 3: a clustering aborted on a conflict with a write (rolled back; schedule again).
@@ -57,14 +58,40 @@ def _cmd_read(args: argparse.Namespace) -> int:
 
 def _cmd_timeline(args: argparse.Namespace) -> int:
     from hoodie import Table
+    from hoodie.timeline.archived.load import load_archived_timeline
 
     table = Table.open(args.path, _storage_options(args))
-    print(f"{'instant':<18} {'action':<14} {'state':<10} completion")
-    for instant in table.timeline:
-        print(
-            f"{instant.time:<18} {instant.action:<14} {instant.state.name:<10} "
-            f"{instant.completion_time or '-'}"
-        )
+    active = list(table.timeline)
+    rows = [(i, "active") for i in active]
+    if args.archived:
+        times = {i.time for i in active}
+        history = load_archived_timeline(table.storage, table.config)
+        rows = [(e.instant, "archived") for e in history if e.time not in times] + rows
+        rows.sort(key=lambda r: (r[0].time, r[0].state))
+    print(
+        f"{'instant':<18} {'action':<14} {'state':<10} completion"
+        + ("         where" if args.archived else "")
+    )
+    for instant, where in rows:
+        completion = instant.completion_time or "-"
+        line = f"{instant.time:<18} {instant.action:<14} {instant.state.name:<10} {completion:<18}"
+        print(f"{line} {where}" if args.archived else line.rstrip())
+    if args.archived:
+        print(f"{len(rows) - len(active)} archived, {len(active)} active")
+    return 0
+
+
+def _cmd_archive(args: argparse.Namespace) -> int:
+    from hoodie.archival.service import ARCHIVAL
+    from hoodie.table import Table
+
+    hoodie_conf, _ = _parse_conf(args.conf or [])
+    storage, lock = _open_for_service(args, hoodie_conf, "archive")
+    table = Table.load(storage)
+    settings = {**table.config.props, **hoodie_conf}
+    ARCHIVAL.check_settings(settings)
+    done = ARCHIVAL.maintain(table, lock, settings)
+    print(done.summary)
     return 0
 
 
@@ -458,6 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("timeline", help="print the instants of the active timeline")
     p.add_argument("path")
+    p.add_argument("--archived", action="store_true", help="the archived history too, oldest first")
     _add_storage_option(p)
     p.set_defaults(func=_cmd_timeline)
 
@@ -539,6 +567,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
     _add_storage_option(p)
     p.set_defaults(func=_cmd_index)
+
+    p = sub.add_parser("archive", help="move old instants into the table's history (as Hudi's archiver)")
+    p.add_argument("path")
+    p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* setting")
+    _add_storage_option(p)
+    p.set_defaults(func=_cmd_archive)
 
     p = sub.add_parser(
         "demo", help="a live MOR table, a writer and the daemon compacting, clustering and cleaning it"

@@ -35,7 +35,8 @@ Every key, its default and its meaning (the README's configuration reference is 
       shutdown_grace: 2m          # on SIGTERM, running jobs get this long before they are cancelled
       lock_timeout: 60s           # table-lock acquire wait (Hudi's default)
     defaults:                     # table settings every table starts from
-      services: [compaction, clustering, clean, indexing]   # which pending instants hoodied runs
+      services: [compaction, clustering, clean, indexing, archival]   # what hoodied runs
+                                  # (archival: after the others, whenever a table has work for it)
       schedule: []                # which services hoodied also plans (Hudi's strategies and triggers);
                                   # not indexing: indexes are built on request (hoodied index), then run
       hoodie: {}                  # hoodie.* settings: strategies, triggers, retention, sort columns ...
@@ -52,8 +53,8 @@ Every key, its default and its meaning (the README's configuration reference is 
         services / schedule / hoodie / storage_options: as in defaults
 
 A bad key or value is a :class:`ConfigError` that names it (``tables[2].schedule[0]: 'compact' is not a
-service (compaction, clustering, clean, indexing)``). The ``hoodie.*`` settings are parsed with the same code
-the services run on, so a bad strategy or retention fails at start-up, not at the first job.
+service (compaction, clustering, clean, indexing, archival)``). The ``hoodie.*`` settings are parsed with the
+same code the services run on, so a bad strategy or retention fails at start-up, not at the first job.
 """
 
 from __future__ import annotations

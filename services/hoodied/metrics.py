@@ -76,6 +76,8 @@ METRIC_NAMES: Final = frozenset(
         "hoodied_last_successful_poll_timestamp_seconds",
         "hoodied_table_poll_failures_total",
         "hoodied_storage_requests_total",
+        "hoodied_active_timeline_instants",
+        "hoodied_instants_archived_total",
     }
 )
 
@@ -166,6 +168,18 @@ class Metrics:
             "hoodied_instants_given_up_total",
             "Pending instants this daemon stopped retrying (retries exhausted, or damaged data).",
             _TABLE_ACTION,
+        )
+        self.active_timeline_instants = self._gauge(
+            "hoodied_active_timeline_instants",
+            "Instants on a table's active timeline (every action and state), as of its last poll; archival "
+            "keeps it within hoodie.keep.max.commits plus the instants it may not move yet.",
+            ("table",),
+        )
+        self.instants_archived = self._counter(
+            "hoodied_instants_archived_total",
+            "Instants archival moved from the active timeline into the table's history (table: the data "
+            "table's name, also for its metadata table's instants).",
+            ("table",),
         )
         self.corrupt_data = self._counter(
             "hoodied_corrupt_data_total",

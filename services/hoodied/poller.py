@@ -27,7 +27,7 @@ from collections.abc import Callable
 from hoodie.config import TableConfig
 from hoodie.errors import HoodieError
 from hoodie.metadata_table import refuse_metadata_table
-from hoodie.registry import SERVICES
+from hoodie.registry import MAINTENANCE, SERVICES
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.instant import Instant, State
@@ -208,7 +208,8 @@ class Poller:
         if table.config is None:
             table.config = TableConfig.load(storage)
         self._read_timeline(table)
-        if table.settings.schedule and not self._stopping.is_set() and self._scheduler.due(table):
+        schedules = table.settings.schedule or any(s in table.settings.services for s in MAINTENANCE)
+        if schedules and not self._stopping.is_set() and self._scheduler.due(table):
             if self._scheduler.schedule(table):
                 self._read_timeline(table)
             table.scheduled_listing = table.listing
@@ -237,7 +238,8 @@ class Poller:
         assert table.timeline is not None
         assert table.config is not None
         view = Table(table.storage, table.config, table.timeline)
-        pending: dict[str, list[Instant]] = {s.name: s.pending(view) for s in SERVICES}
+        self.metrics.active_timeline_instants.labels(table=table.name).set(len(table.timeline))
+        pending: dict[str, list[Instant]] = {s.name: s.pending(view) for s in SERVICES if s.has_instants}
         table.pending = pending
         now_wall = time.time()
         zone_now = InstantTimeGenerator().now_in_zone(table.config)

@@ -2,10 +2,11 @@
 triggers, through each service's :meth:`~hoodie.table_service.TableService.schedule`).
 
 A table is considered when its timeline changed since the last decision, or every ``reschedule_interval``
-(time-based triggers). One replica schedules a table at a time (the table's ``schedule`` claim); each
-service schedules under the table lock. A service that cannot be scheduled (a read-only table, a lock that
-timed out, a bad setting) is logged and recorded in :attr:`WatchedTable.schedule_error`; the other services
-and the poll go on.
+(time-based triggers). After the services it schedules, the services without instants that the table runs
+(archival) do their work, under the same claim. One replica schedules a table at a time (the table's
+``schedule`` claim); each service schedules under the table lock. A service that cannot be scheduled (a
+read-only table, a lock that timed out, a bad setting) is logged and recorded in
+:attr:`WatchedTable.schedule_error`; the other services and the poll go on.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from hoodie.registry import service_named
+from hoodie.registry import MAINTENANCE, service_named
 from hoodie.table import Table
 from hoodie.timeline.instant import Instant
 from hoodie.timeline.instant_time import InstantTimeGenerator
@@ -63,6 +64,9 @@ class Scheduler:
         :attr:`WatchedTable.schedule_error`; the other services and the poll go on."""
         assert table.config is not None
         storage = table.storage
+        maintenance = self.maintenance(table)
+        if not table.settings.schedule and not maintenance:
+            return False
         try:
             claim = self.coordination.claim(storage, table.key, SCHEDULE_CLAIM)
         except ClaimHeld:
@@ -91,11 +95,55 @@ class Scheduler:
                         logger.info("scheduled %s %s on %s: %s", service, instant.time, table.name, reason)
                 else:
                     logger.debug("no %s scheduled on %s: %s", service, table.name, reason)
+            for service in maintenance:
+                if self._stopping.is_set():
+                    break
+                try:
+                    scheduled |= self._maintain(table, service)
+                except Exception as e:
+                    errors = True
+                    self._failed(table, service, e)
         finally:
             claim.release()
         if not errors:
             table.schedule_error = None
         return scheduled
+
+    def maintenance(self, table: WatchedTable) -> list[str]:
+        """The services without instants ``table`` runs (archival) that may have work on its last view, in
+        registry order (decided without I/O: an idle table costs no claim)."""
+        if table.config is None or table.timeline is None:
+            return []
+        view = Table(table.storage, table.config, table.timeline)
+        out = []
+        for name in MAINTENANCE:
+            if name not in table.settings.services:
+                continue
+            try:
+                if service_named(name).maintenance_due(view, table_settings(table)):
+                    out.append(name)
+            except Exception as e:
+                self._failed(table, name, e)
+        return out
+
+    def _maintain(self, table: WatchedTable, name: str) -> bool:
+        """Run one service without instants on ``table``; true when it changed the timeline."""
+        assert table.config is not None
+        assert table.timeline is not None
+        service = service_named(name)
+        storage, config = table.storage, table.config
+        if service.applies_to(config) is not None:
+            return False
+        lock = self.coordination.table_lock(storage, config, table.settings.hoodie)
+        done = service.maintain(Table(storage, config, table.timeline), lock, table_settings(table))
+        if done.items:
+            self.metrics.instants_archived.labels(table=table.name).inc(done.items)
+        if done.changed:
+            with log_context(action=name):
+                logger.info("%s on %s: %s", name, table.name, done.summary)
+        else:
+            logger.debug("%s on %s: %s", name, table.name, done.summary)
+        return done.changed
 
     def _failed(self, table: WatchedTable, service: str, e: BaseException) -> None:
         message = f"cannot schedule {service}: {type(e).__name__}: {e}"

@@ -114,23 +114,10 @@ def exported_labels() -> dict[str, frozenset[str]]:
     from prometheus_client.parser import text_string_to_metric_families
 
     from hoodied.metrics import Metrics
+    from support.metric_samples import touch_everything
 
     m = Metrics(version="test", replica="test")
-    m.set_pending("t", "compaction", 1, 10.0)
-    m.job_started("t", "compaction")
-    m.job_finished("t", "compaction", 1.0, ok=True, records=1, bytes_written=1, files_deleted=1)
-    m.job_started("t", "compaction")
-    m.job_finished("t", "compaction", 1.0, ok=False, kind="failed")
-    m.instants_scheduled.labels("t", "compaction").inc()
-    m.instants_given_up.labels("t", "compaction").inc()
-    m.corrupt_data.labels("t", "compaction").inc()
-    m.observe_lock_wait(0.1)
-    m.observe_lock_hold(0.1)
-    m.set_zookeeper_state(None)
-    m.spark_up.set(1)
-    m.poll_finished(1.0, ok=True, now=1.0)
-    m.table_poll_finished("t", 0.1, ok=False)
-    m.count_requests("t", "poll", {"LIST": 1})
+    touch_everything(m)
     labels: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(m.exposition().decode()):
         for sample in family.samples:

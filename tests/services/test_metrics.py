@@ -6,31 +6,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from hoodied.metrics import FAILURE_KINDS, METRIC_NAMES, SAMPLE_NAMES, ZOOKEEPER_STATES, Metrics
+from support.metric_samples import touch_everything
 
 
 def value(m: Metrics, name: str, **labels: str) -> float | None:
     return m.registry.get_sample_value(name, labels)
-
-
-def touch_everything(m: Metrics) -> None:
-    """Give every metric at least one sample."""
-    m.tables.set(2)
-    m.set_pending("orders", "compaction", 3, 120.0)
-    m.job_started("orders", "compaction")
-    m.job_finished("orders", "compaction", 42.0, ok=True, records=10, bytes_written=2048, files_deleted=1)
-    m.job_started("orders", "clean")
-    m.job_finished("orders", "clean", 1.0, ok=False, kind="claim_lost")
-    m.instants_scheduled.labels("orders", "compaction").inc()
-    m.instants_given_up.labels("orders", "clustering").inc()
-    m.corrupt_data.labels("orders", "compaction").inc()
-    m.claims_held.set(1)
-    m.observe_lock_wait(0.02)
-    m.observe_lock_hold(0.01)
-    m.set_zookeeper_state("CONNECTED")
-    m.spark_up.set(1)
-    m.poll_finished(0.5, ok=True, now=1_800_000_000.0)
-    m.table_poll_finished("orders", 0.1, ok=False)
-    m.count_requests("orders", "poll", {"LIST": 1})
 
 
 def test_info_names_version_and_replica() -> None:
@@ -190,6 +170,8 @@ def touch_everything_of(m: Metrics, table: str) -> None:
     m.instants_given_up.labels(table, "compaction").inc()
     m.table_poll_finished(table, 0.1, ok=False)
     m.count_requests(table, "poll", {"LIST": 1})
+    m.active_timeline_instants.labels(table).set(12)
+    m.instants_archived.labels(table).inc(3)
 
 
 def test_metric_names_are_the_families_of_a_real_exposition() -> None:

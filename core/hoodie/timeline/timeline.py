@@ -3,14 +3,15 @@
 Layout 1 (table version 6) keeps the timeline files directly in ``.hoodie/``; layout 2 (v8, v9) in
 ``.hoodie/<hoodie.timeline.path>`` (default ``timeline``), with completion times in completed files' names.
 An instant's state is the highest state whose file is present. Archived history (``.hoodie/archived`` in v6,
-``.hoodie/timeline/history`` in v8+) is not part of the active timeline and is not read here.
+``.hoodie/timeline/history`` in v8+, :mod:`hoodie.timeline.archived`) is not part of the active timeline; a
+timeline built by :class:`~hoodie.table.Table` asks it for the completion times of archived v8+ instants.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from hoodie.config import TableConfig
@@ -50,6 +51,9 @@ class Timeline:
     savepoint_files: dict[str, tuple[tuple[Instant, str], ...]] = field(
         default_factory=dict, repr=False, compare=False
     )
+    #: Loads the completion times the archived history keeps (layout 2), on the first question about an
+    #: instant older than the active timeline; ``None``: archived instants answer with their own time.
+    history: Callable[[], Mapping[str, str]] | None = field(default=None, repr=False, compare=False)
 
     # -- loading -----------------------------------------------------------------------------------------
 
@@ -139,10 +143,24 @@ class Timeline:
         return start is not None and time < start
 
     def completion_time_of(self, time: str) -> str:
-        """When a committed write completed: its completion time (v8+), else its instant time (v6, and
-        archived instants, whose completion times live in the archived timeline, which is not read)."""
+        """When a committed write completed: its completion time (v8+), else its instant time (v6). An
+        instant archived from a v8+ timeline answers from the history when :attr:`history` is set (read once,
+        on the first such question), else with its own time."""
         instant = self.get(time)
-        return (instant.completion_time if instant else None) or time
+        if instant is not None:
+            return instant.completion_time or time
+        if self.history is None or self.layout_version < 2:
+            return time
+        return self._archived_completions.get(time, time)
+
+    @cached_property
+    def _archived_completions(self) -> Mapping[str, str]:
+        assert self.history is not None
+        return self.history()
+
+    def with_history(self, history: Callable[[], Mapping[str, str]]) -> Timeline:
+        """This timeline, answering completion times of archived instants from ``history``."""
+        return replace(self, history=history)
 
     def latest_completed_write(self) -> Instant | None:
         writes = self.completed_writes()
@@ -167,7 +185,7 @@ class Timeline:
     def requested_action(self, time: str) -> str | None:
         """The action an instant was requested under (``compaction`` for a compaction that completed as a
         ``commit``)."""
-        entries = self.files.get(time)
+        entries = self.files.get(time) or self.savepoint_files.get(time)
         return entries[0][0].action if entries else None
 
     def was_compaction(self, time: str) -> bool:
@@ -204,7 +222,7 @@ class Timeline:
         kept = tuple(i for i in self.instants if i.time <= as_of)
         files = {t: f for t, f in self.files.items() if t <= as_of}
         savepoint_files = {t: f for t, f in self.savepoint_files.items() if t <= as_of}
-        return Timeline(kept, self.layout_version, self.folder, files, savepoint_files)
+        return Timeline(kept, self.layout_version, self.folder, files, savepoint_files, self.history)
 
 
 def completed_action(action: str) -> str:

@@ -26,6 +26,7 @@ __all__ = [
     "CommitMetadata",
     "RuntimeStats",
     "WriteStat",
+    "commit_metadata_to_avro",
     "decode_commit_metadata",
     "encode_commit_metadata",
 ]
@@ -289,6 +290,18 @@ def encode_commit_metadata(md: CommitMetadata, *, table_version: int, action: st
         return jackson_pretty(_commit_to_json(md)).encode("utf-8")
     schema = load_schema(_REPLACE_SCHEMA if md.replace else _COMMIT_SCHEMA, table_version)
     return write_single_record(conform(_commit_to_avro(md), schema), schema)
+
+
+def commit_metadata_to_avro(md: CommitMetadata, *, table_version: int) -> dict[str, Any]:
+    """The Avro record (``HoodieReplaceCommitMetadata`` when ``md.replace``, else ``HoodieCommitMetadata``, of
+    the table version's schema set) of commit metadata decoded from either form.
+
+    This is what Hudi's Jackson ``convertValue`` makes of v6 JSON metadata (the archive log stores it so):
+    every field of the schema taken by name, null where the metadata has none (``version`` included), keys
+    the schema lacks dropped.
+    """
+    schema = load_schema(_REPLACE_SCHEMA if md.replace else _COMMIT_SCHEMA, table_version)
+    return conform(_commit_to_avro(md), schema)
 
 
 def _check_commit_action(action: str) -> None:

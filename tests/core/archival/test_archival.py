@@ -1,0 +1,234 @@
+"""Archival end to end (``hoodie/archival/execute.py``) on generated MERGE_ON_READ tables of versions 6, 8 and
+9 whose timelines hold deltacommits, compactions, a clustering, cleans and rollbacks: after archival the
+active timeline is within its bounds, hudi-rs reads the same snapshot, read-optimized view and time travel to
+every instant still active, our time travel to archived instants answers as before, the history holds every
+archived instant once (with its completion time in v8+), and ``hoodied timeline --archived`` lists them all.
+A process killed at each step of archival loses and duplicates nothing, and the re-run finishes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from hoodie import Table
+from hoodie.archival.execute import archive
+from hoodie.clean.execute import clean_in_process
+from hoodie.clean.plan import CleanConfig, CleanPolicy, schedule_clean
+from hoodie.clustering.execute import cluster_in_process
+from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
+from hoodie.compaction.execute import compact_in_process
+from hoodie.compaction.plan import schedule_compaction
+from hoodie.errors import TimeTravelRefused
+from hoodie.lock import FileSystemLock
+from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, TripGenerator, generate_table
+from hoodie.testing.table_writer import TableWriter
+from hoodie.timeline.archived.load import load_archived_timeline
+from hoodie.timeline.instant import CLEAN, COMMIT, DELTA_COMMIT, REPLACE_COMMIT, State
+from hoodied.cli import main
+from support.compare import assert_same_rows
+from support.hudi_oracle import HudiOracle, OracleRows, Query
+
+pytestmark = pytest.mark.slow
+
+SETTINGS = {
+    "hoodie.keep.min.commits": "5",
+    "hoodie.keep.max.commits": "8",
+    "hoodie.clean.commits.retained": "3",
+    "hoodie.compact.inline.max.delta.commits": "3",
+}
+ROUNDS = 22
+
+
+def build(root: Path, version: int) -> None:
+    """Deltacommits, a compaction every 4 rounds, a clustering at round 6 and a clean every 5 rounds."""
+    spec = GenerateSpec(table_version=version, rows=120, commits=1, partitions=2, seed=3)
+    generate_table(str(root), spec)
+    storage = Storage.for_uri(str(root))
+    lock = FileSystemLock(storage)
+    clean = CleanConfig(policy=CleanPolicy.KEEP_LATEST_COMMITS, commits_retained=3)
+    for i in range(1, ROUNDS):
+        live = Table.open(str(root)).read(columns=["uuid", "city"]).slice(0, 30)
+        rows = TripGenerator(100 + i, 2).rows(
+            live.column("uuid").to_pylist(), live.column("city").to_pylist()
+        )
+        TableWriter.open(str(root), lock=lock).upsert(rows)
+        if i % 4 == 0 and schedule_compaction(storage, lock).instant is not None:
+            compact_in_process(storage, lock)
+        if i == 6:
+            config = ClusteringConfig.from_config(
+                {
+                    "hoodie.clustering.plan.strategy.small.file.limit": "10485760",
+                    "hoodie.clustering.plan.strategy.single.group.clustering.enabled": "true",
+                    "hoodie.clustering.plan.strategy.sort.columns": "ts",
+                }
+            )
+            clustering = schedule_clustering(storage, lock, config=config, respect_trigger=False)
+            assert clustering.instant is not None, clustering.reason
+            cluster_in_process(storage, lock)
+        if i % 5 == 0 and schedule_clean(storage, lock, config=clean).instant is not None:
+            clean_in_process(storage, lock)
+
+
+KEYS = ["_hoodie_record_key", "_hoodie_partition_path"]
+
+
+def same(ours: pa.Table | str, theirs: pa.Table | str, context: str) -> None:
+    """The same answer: the same refusal, or the same rows as multisets by key (row order varies)."""
+    if isinstance(ours, str) or isinstance(theirs, str):
+        assert ours == theirs, context
+    else:
+        assert_same_rows(ours, theirs, KEYS, context=context)
+
+
+def ask(oracle: HudiOracle, root: Path, queries: list[Query]) -> list[pa.Table | str]:
+    out: list[pa.Table | str] = []
+    for answer in oracle.run(root, queries):
+        out.append(answer.table if isinstance(answer, OracleRows) else f"refused: {answer}")
+    return out
+
+
+def ours_as_of(root: Path, time: str) -> pa.Table | str:
+    try:
+        return Table.open(str(root)).read(as_of=time).sort_by("_hoodie_record_key")
+    except TimeTravelRefused as e:
+        return f"refused: {type(e).__name__}"
+
+
+def history_times(root: Path) -> list[tuple[str, str, State]]:
+    table = Table.open(str(root))
+    return [
+        (e.time, e.instant.action, e.instant.state)
+        for e in load_archived_timeline(table.storage, table.config)
+    ]
+
+
+@pytest.mark.parametrize("version", [6, 8, 9])
+def test_archival_keeps_every_answer_and_moves_the_history(
+    tmp_path: Path, hudi_oracle: HudiOracle, version: int
+) -> None:
+    root = tmp_path / "t"
+    build(root, version)
+    before = Table.open(str(root))
+    writes = [w.time for w in before.timeline.completed_writes()]
+    assert len(writes) > 8
+    actions = {i.action for i in before.timeline}
+    assert {DELTA_COMMIT, COMMIT, CLEAN, REPLACE_COMMIT} <= actions
+    completion = {
+        w.time: before.timeline.completion_time_of(w.time) for w in before.timeline.completed_writes()
+    }
+    queries = [Query.snapshot(), Query.read_optimized(), *(Query.snapshot(as_of=t) for t in writes)]
+    answers = ask(hudi_oracle, root, queries)
+    ours = {t: ours_as_of(root, t) for t in writes}
+
+    storage = Storage.for_uri(str(root))
+    results = archive(storage, FileSystemLock(storage), {**before.config.props, **SETTINGS})
+    data = results[0]
+    assert data.archived, data.reason
+
+    after = Table.open(str(root))
+    active = [w.time for w in after.timeline.completed_writes()]
+    archived = [i.time for i in data.archived if i.action not in (CLEAN, "rollback")]
+    assert archived == writes[: len(archived)]
+    assert active == writes[len(archived) :]
+    assert len(active) >= 5, "never below hoodie.keep.min.commits"
+    assert set(i.time for i in data.archived).isdisjoint(i.time for i in after.timeline)
+
+    # hudi-rs: the same latest snapshot and read-optimized view, and time travel to every active instant.
+    again = ask(
+        hudi_oracle,
+        root,
+        [Query.snapshot(), Query.read_optimized(), *(Query.snapshot(as_of=t) for t in active)],
+    )
+    same(again[0], answers[0], "hudi-rs snapshot")
+    same(again[1], answers[1], "hudi-rs read-optimized")
+    for t, answer in zip(active, again[2:], strict=True):
+        same(answer, answers[2 + writes.index(t)], f"hudi-rs time travel to {t}")
+    # Ours: every time travel (archived instants included) answers as it did.
+    for t in writes:
+        now = ours_as_of(root, t)
+        same(now, ours[t], f"our time travel to {t}")
+
+    # The history holds each archived instant once; v8+ keeps its completion time.
+    history = load_archived_timeline(after.storage, after.config)
+    completed = history.completed()
+    assert [i.time for i in completed] == sorted(i.time for i in data.archived)
+    if version >= 8:
+        for i in completed:
+            if i.time in completion:
+                assert i.completion_time == completion[i.time]
+                assert after.timeline.completion_time_of(i.time) == completion[i.time]
+    entries = history_times(root)
+    assert len(entries) == len(set(entries)), "an archived state twice"
+
+    # A second run has nothing to do; the CLI lists the archived and the active instants.
+    assert not archive(storage, FileSystemLock(storage), {**after.config.props, **SETTINGS})[0].archived
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_hoodied_timeline_archived_lists_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], version: int
+) -> None:
+    root = tmp_path / "t"
+    build(root, version)
+    conf = [arg for k, v in SETTINGS.items() for arg in ("--conf", f"{k}={v}")]
+    assert main(["archive", str(root), *conf]) == 0
+    assert "instant(s) archived" in capsys.readouterr().out
+    assert main(["timeline", str(root), "--archived"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    archived_rows = [line for line in out[1:-1] if line.endswith(" archived")]
+    active_rows = [line for line in out[1:-1] if line.endswith(" active")]
+    table = Table.open(str(root))
+    history = load_archived_timeline(table.storage, table.config)
+    assert len(archived_rows) == len(history)
+    assert len(active_rows) == len(table.timeline)
+    assert out[-1] == f"{len(history)} archived, {len(table.timeline)} active"
+
+
+POINTS = ("archival.after_history", "archival.after_pending_deleted", "archival.after_completed_deleted")
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_kill_at_each_step_loses_and_duplicates_nothing(
+    tmp_path: Path, hudi_oracle: HudiOracle, version: int
+) -> None:
+    template = tmp_path / "template"
+    build(template, version)
+    expected = ask(hudi_oracle, template, [Query.snapshot()])[0]
+    # A killed archiver leaves the file-system lock behind: it expires after 3 s instead of Hudi's default.
+    settings = {**SETTINGS, "hoodie.write.lock.filesystem.expire": "0.05"}
+    conf = [arg for k, v in settings.items() for arg in ("--conf", f"{k}={v}")]
+    for point in POINTS:
+        root = tmp_path / point
+        subprocess.run(["cp", "-a", str(template), str(root)], check=True)
+        env = {**os.environ, "HOODIE_FAILPOINTS": point}
+        killed = subprocess.run(
+            [sys.executable, "-m", "hoodied.cli", "archive", str(root), *conf],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert killed.returncode == -9, f"{point}: {killed.stdout}{killed.stderr}"
+        same(ask(hudi_oracle, root, [Query.snapshot()])[0], expected, f"{point}: hudi-rs after the kill")
+        same(Table.open(str(root)).read(), expected, f"{point}: our reader after the kill")
+        done = subprocess.run(
+            [sys.executable, "-m", "hoodied.cli", "archive", str(root), *conf],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, f"{point}: re-run failed: {done.stderr}"
+        table = Table.open(str(root))
+        entries = history_times(root)
+        assert entries, f"{point}: nothing archived"
+        assert len(entries) == len(set(entries)), f"{point}: an archived state twice"
+        archived = {t for t, _, _ in entries}
+        assert archived.isdisjoint(i.time for i in table.timeline), f"{point}: archived and still active"
+        same(ask(hudi_oracle, root, [Query.snapshot()])[0], expected, f"{point}: hudi-rs after the re-run")

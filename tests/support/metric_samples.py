@@ -1,0 +1,29 @@
+"""A daemon's metrics with every family given a sample, as a long-running daemon's ``/metrics`` has them: for
+the tests that check names and labels against what is exported (metrics, dashboards, alert rules)."""
+
+from __future__ import annotations
+
+from hoodied.metrics import Metrics
+
+
+def touch_everything(m: Metrics) -> None:
+    """Give every metric at least one sample."""
+    m.tables.set(2)
+    m.set_pending("orders", "compaction", 3, 120.0)
+    m.job_started("orders", "compaction")
+    m.job_finished("orders", "compaction", 42.0, ok=True, records=10, bytes_written=2048, files_deleted=1)
+    m.job_started("orders", "clean")
+    m.job_finished("orders", "clean", 1.0, ok=False, kind="claim_lost")
+    m.instants_scheduled.labels("orders", "compaction").inc()
+    m.instants_given_up.labels("orders", "clustering").inc()
+    m.corrupt_data.labels("orders", "compaction").inc()
+    m.claims_held.set(1)
+    m.observe_lock_wait(0.02)
+    m.observe_lock_hold(0.01)
+    m.set_zookeeper_state("CONNECTED")
+    m.spark_up.set(1)
+    m.poll_finished(0.5, ok=True, now=1_800_000_000.0)
+    m.table_poll_finished("orders", 0.1, ok=False)
+    m.count_requests("orders", "poll", {"LIST": 1})
+    m.active_timeline_instants.labels("orders").set(40)
+    m.instants_archived.labels("orders").inc(10)
