@@ -43,7 +43,9 @@ SETTINGS = {
     "hoodie.clean.commits.retained": "3",
     "hoodie.compact.inline.max.delta.commits": "3",
 }
-ROUNDS = 22
+#: Write rounds per table (each a deltacommit, with the services between); ``HOODIED_ARCHIVAL_ROUNDS=200`` for
+#: the long campaign.
+ROUNDS = int(os.environ.get("HOODIED_ARCHIVAL_ROUNDS", "22"))
 
 
 def build(root: Path, version: int) -> None:
