@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hoodie.archival.plan import (
@@ -42,7 +42,7 @@ from hoodie.config import TableConfig
 from hoodie.errors import HoodieError
 from hoodie.failpoints import failpoint
 from hoodie.lock import LockProvider, held
-from hoodie.metadata.reader import METADATA_TABLE_PATH
+from hoodie.metadata.reader import METADATA_TABLE_PATH, MetadataTableConfig
 from hoodie.metadata_table import has_metadata_table
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -93,7 +93,7 @@ def archival_inputs(table: Table, *, data_timeline: Timeline | None = None) -> A
     mdt = MetadataTableState(present=False)
     if data_timeline is None and has_metadata_table(table.storage, table.config):
         mdt_storage = table.storage.child(METADATA_TABLE_PATH)
-        mdt_config = TableConfig.load(mdt_storage)
+        mdt_config = MetadataTableConfig.load(mdt_storage)
         mdt_timeline = Timeline.load(mdt_storage, mdt_config)
         compactions = [i for i in mdt_timeline.completed() if i.action in (COMMIT, REPLACE_COMMIT)]
         mdt = MetadataTableState(True, compactions[-1].time if compactions else None)
@@ -136,10 +136,15 @@ def archive(
     ``table`` is the caller's view; when it shows nothing to archive, the lock is never taken. The plan that
     is carried out is made again on a view read under the lock."""
     view = table if table is not None else Table.load(storage)
-    results = [_archive_one(storage, lock, settings, view)]
+    results = [_archive_one(storage, lock, settings, view, lambda: Table.load(storage))]
     if include_metadata_table and has_metadata_table(storage, view.config):
         mdt_storage = storage.child(METADATA_TABLE_PATH)
-        results.append(_archive_one(mdt_storage, lock, settings, Table.load(mdt_storage), data=view))
+
+        def load_mdt() -> Table:
+            config = MetadataTableConfig.load(mdt_storage)
+            return Table(mdt_storage, config, Timeline.load(mdt_storage, config))
+
+        results.append(_archive_one(mdt_storage, lock, settings, load_mdt(), load_mdt, data=view))
     return results
 
 
@@ -148,15 +153,17 @@ def _archive_one(
     lock: LockProvider,
     settings: Mapping[str, str],
     view: Table,
+    load: Callable[[], Table],
     *,
     data: Table | None = None,
 ) -> ArchivalResult:
-    """Archive one timeline; ``data`` is the data table's view when ``view`` is its metadata table."""
+    """Archive one timeline: ``view`` is the caller's, ``load`` reads it again (under the lock); ``data`` is
+    the data table's view when ``view`` is its metadata table."""
     plan = decide(view, settings, data_timeline=data.timeline if data is not None else None)
     if not plan.instants:
         return ArchivalResult(storage.uri, (), 0, None, plan.reason, len(view.timeline))
     with held(lock):
-        fresh = view.refresh()
+        fresh = load()
         data_timeline = data.refresh().timeline if data is not None else None
         plan = decide(fresh, settings, data_timeline=data_timeline)
         if not plan.instants:

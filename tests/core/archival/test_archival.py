@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,14 +27,17 @@ from hoodie.compaction.execute import compact_in_process
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.errors import TimeTravelRefused
 from hoodie.lock import FileSystemLock
+from hoodie.metadata.reader import MetadataTableConfig
 from hoodie.storage import Storage
 from hoodie.testing.generate import GenerateSpec, TripGenerator, generate_table
 from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.archived.load import load_archived_timeline
 from hoodie.timeline.instant import CLEAN, COMMIT, DELTA_COMMIT, REPLACE_COMMIT, State
+from hoodie.timeline.timeline import Timeline
 from hoodied.cli import main
 from support.compare import assert_same_rows
 from support.hudi_oracle import HudiOracle, OracleRows, Query
+from support.metadata_checks import check_metadata_table
 
 pytestmark = pytest.mark.slow
 
@@ -234,3 +238,55 @@ def test_a_kill_at_each_step_loses_and_duplicates_nothing(
         archived = {t for t, _, _ in entries}
         assert archived.isdisjoint(i.time for i in table.timeline), f"{point}: archived and still active"
         same(ask(hudi_oracle, root, [Query.snapshot()])[0], expected, f"{point}: hudi-rs after the re-run")
+
+
+HUDI_WRITTEN = (
+    "apache-hudi/hudi-v6-table-mor:hudi-v6-table-mor",
+    "apache-hudi/hudi-v8-table-mor:hudi-v8-table-maintenance",
+    "apache-hudi/hudi-v8-table-mor:hudi-v8-table-mor",
+    "apache-hudi/hudi-v8-table-cow:hudi-v8-table-cow",
+)
+
+
+@pytest.mark.fixtures
+@pytest.mark.parametrize("table_id", HUDI_WRITTEN)
+def test_hudi_written_tables_with_a_history_and_a_metadata_table(
+    table_id: str,
+    fixture_root: Callable[[str], Path],
+    table_copy: Callable[[Path], Path],
+    hudi_oracle: HudiOracle,
+) -> None:
+    """Tables Hudi archived itself (its history and its metadata table's): archiving further appends to the
+    same history, the metadata table stays consistent, and hudi-rs reads what it read."""
+    root = table_copy(fixture_root(table_id))
+    before = Table.open(str(root))
+    history_before = load_archived_timeline(before.storage, before.config)
+    answers = ask(hudi_oracle, root, [Query.snapshot(), Query.read_optimized()])
+    settings = {**before.config.props, "hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3"}
+    settings["hoodie.clean.commits.retained"] = "1"
+    storage = Storage.for_uri(str(root))
+    results = archive(storage, FileSystemLock(storage), settings)
+    after = Table.open(str(root))
+    history = load_archived_timeline(after.storage, after.config)
+    moved = {i.time for i in results[0].archived}
+    assert moved, results[0].reason
+    assert len(results) == 2, "the metadata table's timeline is archived too"
+    assert results[1].archived, results[1].reason
+    assert {i.time for i in history.completed()} == {i.time for i in history_before.completed()} | {
+        t for t in moved if after.timeline.get(t) is None
+    }
+    assert moved.isdisjoint(i.time for i in after.timeline)
+    again = ask(hudi_oracle, root, [Query.snapshot(), Query.read_optimized()])
+    same(again[0], answers[0], f"{table_id}: hudi-rs snapshot")
+    same(again[1], answers[1], f"{table_id}: hudi-rs read-optimized")
+    same(after.read(), before.read(), f"{table_id}: our snapshot")
+    check_metadata_table(root, f"{table_id} after archival")
+    mdt = results[1]  # its metadata table's timeline, by its own rules
+    assert mdt.table.endswith(".hoodie/metadata")
+    mdt_storage = storage.child(".hoodie/metadata")
+    mdt_timeline = Timeline.load(mdt_storage, MetadataTableConfig.load(mdt_storage))
+    assert {i.time for i in mdt.archived}.isdisjoint(i.time for i in mdt_timeline)
+    mdt_history = load_archived_timeline(mdt_storage, MetadataTableConfig.load(mdt_storage))
+    assert {i.time for i in mdt.archived} <= {i.time for i in mdt_history.completed()} | {
+        e.time for e in mdt_history
+    }
