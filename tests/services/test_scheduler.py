@@ -1,0 +1,85 @@
+"""The scheduler's services without instants (``services/hoodied/scheduler.py``), in this process with
+embedded coordination and no Spark: archival runs after the other services of every table that lists it (the
+default), under the table lock, says what it did in the metrics, and costs an idle table no claim and no
+lock; a table whose ``services`` leave it out is never archived."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from pathlib import Path
+
+from hoodie import Table
+from hoodie.testing.generate import GenerateSpec, generate_table
+from hoodie.timeline.archived.load import load_archived_timeline
+from hoodied.config import DaemonConfig
+from hoodied.coordination import EmbeddedCoordination
+from hoodied.health import Heartbeats
+from hoodied.metrics import Metrics
+from hoodied.supervisor import Supervisor
+
+HOODIE = {
+    "hoodie.keep.min.commits": "4",
+    "hoodie.keep.max.commits": "6",
+    "hoodie.clean.commits.retained": "3",
+}
+
+
+def _no_spark() -> object:
+    raise AssertionError("archival runs no Spark job")
+
+
+def _daemon(tables: str) -> Supervisor:
+    settings = ", ".join(f"{k}: '{v}'" for k, v in HOODIE.items())
+    config = DaemonConfig.parse(
+        textwrap.dedent(
+            f"""
+            metrics: {{port: null}}
+            reschedule_interval: 0s
+            defaults: {{hoodie: {{{settings}}}}}
+            tables:
+            """
+        )
+        + tables
+    )
+    metrics = Metrics(replica="t")
+    return Supervisor(
+        config,
+        EmbeddedCoordination(metrics),
+        metrics,
+        Heartbeats(started_at=time.time()),
+        _no_spark,  # type: ignore[arg-type]
+    )
+
+
+def _value(s: Supervisor, name: str, **labels: str) -> float:
+    return s.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_archival_runs_after_a_poll_and_an_idle_table_costs_no_lock(tmp_path: Path) -> None:
+    spec = GenerateSpec(table_type="COPY_ON_WRITE", table_version=8, rows=50, commits=9, partitions=1)
+    archived_root, kept_root = tmp_path / "orders", tmp_path / "users"
+    generate_table(str(archived_root), spec)
+    generate_table(str(kept_root), spec)
+    s = _daemon(
+        f"  - {{path: {archived_root}, name: orders}}\n"
+        f"  - {{path: {kept_root}, name: users, services: [compaction, clustering, clean, indexing]}}\n"
+    )
+    s.refresh_tables()
+    assert not s.poll()
+    orders = Table.open(str(archived_root))
+    assert len(orders.timeline.completed_writes()) == 4
+    history = load_archived_timeline(orders.storage, orders.config)
+    assert len(history.completed()) == 5
+    assert _value(s, "hoodied_instants_archived_total", table="orders") == 5
+    assert len(Table.open(str(kept_root)).timeline.completed_writes()) == 9, (
+        "archival left out: nothing moved"
+    )
+    assert _value(s, "hoodied_instants_archived_total", table="users") == 0
+
+    holds = _value(s, "hoodied_lock_hold_seconds_count")
+    s.poll()  # orders changed (archival): its new view is within bounds; users is idle
+    s.poll()
+    assert _value(s, "hoodied_lock_hold_seconds_count") == holds, "no lock for tables within their bounds"
+    assert _value(s, "hoodied_active_timeline_instants", table="orders") == 4
+    assert _value(s, "hoodied_active_timeline_instants", table="users") == 9
