@@ -295,6 +295,7 @@ def _table_status(t: WatchedTable) -> dict[str, object]:
         "pending": {s: [f"{i.time} ({i.state.name.lower()})" for i in v] for s, v in t.pending.items() if v},
         "last_error": t.last_error,
         "schedule_error": t.schedule_error,
+        "held": t.held,
         "last_results": {s: o.__dict__ for s, o in t.last_results.items()},
     }
 

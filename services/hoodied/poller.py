@@ -30,7 +30,7 @@ from hoodie.metadata_table import refuse_metadata_table
 from hoodie.registry import MAINTENANCE, SERVICES
 from hoodie.storage import Storage
 from hoodie.table import Table
-from hoodie.timeline.instant import Instant, State
+from hoodie.timeline.instant import RESTORE, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator, parse_instant_time
 from hoodie.timeline.timeline import Timeline
 from hoodie.write.failed_writes import HeartbeatConfig, last_heartbeat_ms
@@ -208,8 +208,9 @@ class Poller:
         if table.config is None:
             table.config = TableConfig.load(storage)
         self._read_timeline(table)
+        self._check_held(table)
         schedules = table.settings.schedule or any(s in table.settings.services for s in MAINTENANCE)
-        if schedules and not self._stopping.is_set() and self._scheduler.due(table):
+        if table.held is None and schedules and not self._stopping.is_set() and self._scheduler.due(table):
             if self._scheduler.schedule(table):
                 self._read_timeline(table)
             table.scheduled_listing = table.listing
@@ -218,6 +219,24 @@ class Poller:
         self._collect(table)
 
     @staticmethod
+    def _check_held(table: WatchedTable) -> None:
+        """A pending restore holds every service back (Hudi refuses new commits until it completes, and a
+        service running meanwhile would write on instants the restore is rolling back)."""
+        assert table.timeline is not None
+        restores = [i for i in table.timeline.pending() if i.action == RESTORE]
+        held = (
+            f"restore {restores[0].time} is {restores[0].state.name.lower()}: no table service runs until it "
+            "completes (hoodied restore finishes an interrupted one)"
+            if restores
+            else None
+        )
+        if held != table.held:
+            if held:
+                logger.warning("table %s (%s): %s", table.name, table.uri, held)
+            else:
+                logger.info("table %s (%s): the restore completed; services run again", table.name, table.uri)
+        table.held = held
+
     @staticmethod
     def _read_timeline(table: WatchedTable) -> None:
         """List the timeline folder; parse it (and re-read the config) only when the listing changed."""
@@ -262,7 +281,7 @@ class Poller:
                 items.append(item)
         for t in [t for t in table.unclaimed_since if t not in seen_inflight]:
             del table.unclaimed_since[t]
-        table.items = tuple(items)
+        table.items = () if table.held else tuple(items)
 
     def _takeover_due(self, item: WorkItem, now_wall: float) -> bool:
         """An inflight instant is runnable when we run it, or when nobody has claimed it for

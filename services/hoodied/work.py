@@ -77,6 +77,7 @@ class WatchedTable:
     retry_at: float = 0.0
     last_error: str | None = None
     schedule_error: str | None = None  # why the last scheduling of a service failed (the poll went on)
+    held: str | None = None  # why no service may run on the table now (a pending restore)
     unclaimed_since: dict[str, float] = field(default_factory=dict)
     last_results: dict[str, JobOutcome] = field(default_factory=dict)
 

@@ -1,7 +1,8 @@
 """The scheduler's services without instants (``services/hoodied/scheduler.py``), in this process with
 embedded coordination and no Spark: archival runs after the other services of every table that lists it (the
 default), under the table lock, says what it did in the metrics, and costs an idle table no claim and no
-lock; a table whose ``services`` leave it out is never archived."""
+lock; a table whose ``services`` leave it out is never archived. A pending restore holds every service
+back."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from hoodied.coordination import EmbeddedCoordination
 from hoodied.health import Heartbeats
 from hoodied.metrics import Metrics
 from hoodied.supervisor import Supervisor
+from support.daemon_tables import mor_table
 
 HOODIE = {
     "hoodie.keep.min.commits": "4",
@@ -83,3 +85,22 @@ def test_archival_runs_after_a_poll_and_an_idle_table_costs_no_lock(tmp_path: Pa
     assert _value(s, "hoodied_lock_hold_seconds_count") == holds, "no lock for tables within their bounds"
     assert _value(s, "hoodied_active_timeline_instants", table="orders") == 4
     assert _value(s, "hoodied_active_timeline_instants", table="users") == 9
+
+
+def test_a_pending_restore_holds_every_service_back(tmp_path: Path) -> None:
+    """While a restore is pending, the table offers no work and nothing is scheduled or archived; status
+    says why. Once it completes, the pending instants are offered again."""
+    t = mor_table(tmp_path / "orders", 8, seed=41)
+    s = _daemon(f"  - {{path: {t.root}, name: orders, schedule: [compaction, clean]}}\n")
+    s.refresh_tables()
+    (watched,) = s.tables()
+    restore = t.root / ".hoodie" / "timeline" / "20991231000000000.restore.requested"
+    restore.write_bytes(b"")
+    assert s.poll() == []
+    assert watched.held is not None
+    assert "restore 20991231000000000 is requested" in watched.held
+    assert watched.pending, "pending work stays in view (metrics, status)"
+    restore.unlink()
+    items = s.poll()
+    assert watched.held is None
+    assert {i.instant.time for i in items} == {i.time for i in t.pending}
