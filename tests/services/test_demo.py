@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pytest
 
 from hoodie import Table
+from hoodie.timeline.archived.load import load_archived_timeline
 from hoodied.config import DaemonConfig
 from hoodied.demo import (
     HOODIE_SETTINGS,
@@ -90,8 +91,12 @@ def _check_table(path: Path, out: str, oracle: HudiOracle) -> int:
 
 
 def _completed(path: Path) -> dict[str, int]:
-    timeline = Table.open(str(path)).timeline
-    requested = [timeline.requested_action(i.time) for i in timeline.completed()]
+    """Completed instants by requested action, active and archived (the demo's daemon archives)."""
+    table = Table.open(str(path))
+    timeline = table.timeline
+    actions = load_archived_timeline(table.storage, table.config).requested_actions()
+    actions.update({i.time: timeline.requested_action(i.time) or i.action for i in timeline.completed()})
+    requested = list(actions.values())
     return {
         action: requested.count(action) for action in ("deltacommit", "compaction", "clustering", "clean")
     }

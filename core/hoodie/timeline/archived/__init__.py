@@ -24,7 +24,16 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hoodie.timeline.instant import Instant, State
+from hoodie.timeline.instant import (
+    CLUSTERING,
+    COMMIT,
+    COMPACTION,
+    DELTA_COMMIT,
+    LOG_COMPACTION,
+    REPLACE_COMMIT,
+    Instant,
+    State,
+)
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,18 @@ class ArchivedInstant:
     def time(self) -> str:
         return self.instant.time
 
+    @property
+    def requested_action(self) -> str:
+        """The action the instant was requested under, as far as the history tells: the archive log keeps
+        every state's own action; an LSM row keeps the completed action and the plan, so a ``commit`` with a
+        plan was a compaction, a ``deltacommit`` with one a log compaction, and a ``replacecommit`` with one a
+        clustering or an insert-overwrite (told apart only by decoding the plan; taken as clustering)."""
+        if self.record is not None or self.plan is None:
+            return self.instant.action
+        return {COMMIT: COMPACTION, DELTA_COMMIT: LOG_COMPACTION, REPLACE_COMMIT: CLUSTERING}.get(
+            self.instant.action, self.instant.action
+        )
+
 
 @dataclass(frozen=True)
 class ArchivedTimeline:
@@ -90,6 +111,14 @@ class ArchivedTimeline:
         if not found:
             return None
         return max(found, key=lambda e: e.instant.state)
+
+    def requested_actions(self) -> dict[str, str]:
+        """Requested time -> the action each completed instant was requested under (its earliest state's in
+        the archive log; :attr:`ArchivedInstant.requested_action` of its row in the LSM)."""
+        first: dict[str, str] = {}
+        for entry in self.entries:  # by time, then state: a time's first entry is its earliest state
+            first.setdefault(entry.time, entry.requested_action)
+        return {i.time: first[i.time] for i in self.completed()}
 
     def completion_times(self) -> dict[str, str]:
         """Requested time -> completion time, for the instants whose completion time the history keeps."""
