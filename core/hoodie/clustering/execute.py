@@ -10,11 +10,12 @@ may run them in-process with :func:`cluster_in_process`):
 2. :func:`run_clustering_task` (executor): reads every slice of the group exactly as the plan names it (base
    file and log files, merged as of the clustering instant, deleted records dropped, conformed to the table
    schema; each slice's rows checked against its input keys, :mod:`hoodie.read.conservation`), concatenates
-   them (a key two slices hold stays twice), sorts them by the plan's sort columns (nulls last; without sort
-   columns the rows keep the plan's slice order), and splits them into the group's ``numOutputFileGroups``
-   files of about equal row counts (the copies of a repeated key kept in one, :func:`keep_repeats_together`),
-   each the first base file of a new file group
-   ``<uuid>-0``: ``<file id>_<write token>_<clustering instant>.parquet``, announced by a CREATE marker first.
+   them (a key two slices hold stays twice), orders them by the plan's sort columns in the plan's layout
+   (:mod:`hoodie.clustering.layout`: ``linear``, nulls last, or along a z-order or Hilbert curve; without
+   sort columns the rows keep the plan's slice order), and splits them into the group's
+   ``numOutputFileGroups`` files of about equal row counts (the copies of a repeated key kept in one,
+   :func:`keep_repeats_together`), each the first base file of a new file group ``<uuid>-0``:
+   ``<file id>_<write token>_<clustering instant>.parquet``, announced by a CREATE marker first.
    Meta columns are kept as they were (commit time and sequence number included; ``preserveHoodieMetadata``),
    except ``_hoodie_file_name``, which names the new file; tables without meta fields are written without
    them. It returns Hudi's clustering write stats (``prevCommit`` "null", every row an insert).
@@ -55,6 +56,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hoodie.clustering.layout import (
+    LayoutConfig,
+    LayoutStrategy,
+    curve_problems,
+    row_positions,
+    sort_indices,
+)
 from hoodie.clustering.plan import (
     OPERATION_TYPE,
     SORT_COLUMNS,
@@ -81,7 +89,7 @@ from hoodie.log.log_file import LogFile
 from hoodie.read.conform import conform_table
 from hoodie.read.merge import drop_deleted_rows
 from hoodie.storage import Storage, StorageRef
-from hoodie.table import RECORD_KEY, Table
+from hoodie.table import META_COLUMNS, RECORD_KEY, Table
 from hoodie.timeline.instant import WRITE_ACTIONS, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import (
@@ -110,7 +118,6 @@ logger = logging.getLogger(__name__)
 FILE_NAME = "_hoodie_file_name"
 # Execution strategies whose semantics are ours: sort by the plan's columns (if any), then size the files.
 _SORT_AND_SIZE = ("SparkSortAndSizeExecutionStrategy", "JavaSortAndSizeExecutionStrategy")
-_LAYOUT_STRATEGY = "hoodie.layout.optimize.strategy"
 
 
 class NothingToCluster(NothingToDo):
@@ -144,6 +151,7 @@ class ClusteringTask:
     writer_schema: str  # the table's Avro schema (without meta fields), written to the new base files
     parquet: ParquetOptions
     config: TableConfig  # the table's, as the driver read it (a task lists the timeline only)
+    layout: LayoutStrategy = LayoutStrategy.LINEAR  # how the rows are ordered by the sort columns
 
 
 @dataclass(frozen=True)
@@ -212,13 +220,15 @@ def prepare_clustering(
     parquet: ParquetOptions | None = None,
     time_generator: InstantTimeGenerator | None = None,
     view: Table | None = None,
+    layout: LayoutConfig | None = None,
 ) -> PreparedClustering:
     """Move the clustering at ``instant_time`` (default: the earliest pending one) to inflight.
 
     The caller holds the instant's claim: an inflight instant is an abandoned attempt and is rolled back
     first. Raises :class:`NothingToCluster` when there is no such pending clustering, and
     :class:`ClusteringConflict` (after removing the stale plan) when a write touched its file groups since
-    it was planned.
+    it was planned. ``layout`` is the executor's layout configuration, used for a plan whose strategy
+    parameters name none (Hudi's planners never write one; Hudi's executors use their own config too).
     """
     generator = time_generator or InstantTimeGenerator()
     table = view if view is not None else Table.load(storage)
@@ -241,7 +251,8 @@ def prepare_clustering(
     plan = clustering_plan_of(table, instant.time)
     if plan is None:  # pending_clusterings holds plans only
         raise CorruptTimelineFile(f"clustering {instant.time} of {storage.uri} holds no clustering plan")
-    sort_columns = _check_executable(plan, instant.time)
+    sort_columns, strategy = _check_executable(plan, instant.time, layout or LayoutConfig())
+    _check_curve_columns(table, instant.time, sort_columns, strategy)
     rolled_back = None
     if instant.state is State.INFLIGHT:
         rolled_back = rollback_unfinished(
@@ -271,14 +282,18 @@ def prepare_clustering(
             writer_schema=writer_schema,
             parquet=options,
             config=table.config,
+            layout=strategy,
         )
         for i, group in enumerate(plan.input_groups)
     )
     return PreparedClustering(inflight, plan, tasks, writer_schema, table.config, rolled_back)
 
 
-def _check_executable(plan: ClusteringPlan, instant_time: str) -> tuple[str, ...]:
-    """Refuse plans hoodied cannot execute as planned; returns the sort columns."""
+def _check_executable(
+    plan: ClusteringPlan, instant_time: str, layout: LayoutConfig
+) -> tuple[tuple[str, ...], LayoutStrategy]:
+    """Refuse plans hoodied cannot execute as planned; returns the sort columns and the layout (the plan's,
+    else ``layout``'s: :meth:`LayoutConfig.for_plan`)."""
     strategy = plan.strategy
     name = (strategy.strategy_class_name if strategy else None) or _SORT_AND_SIZE[0]
     if name.rsplit(".", 1)[-1] not in _SORT_AND_SIZE:
@@ -287,9 +302,7 @@ def _check_executable(plan: ClusteringPlan, instant_time: str) -> tuple[str, ...
             f"({', '.join(_SORT_AND_SIZE)})"
         )
     params = strategy.strategy_params if strategy else {}
-    layout = (params.get(_LAYOUT_STRATEGY) or "linear").strip().lower()
-    if layout != "linear":
-        raise UnsupportedTable(f"clustering {instant_time}: {_LAYOUT_STRATEGY}={layout} is not supported")
+    layout_strategy = layout.for_plan(params, instant_time)
     for group in plan.input_groups:
         if not group.slices:
             raise CorruptTimelineFile(f"clustering {instant_time}: a clustering group without file slices")
@@ -302,7 +315,24 @@ def _check_executable(plan: ClusteringPlan, instant_time: str) -> tuple[str, ...
         if any(s.bootstrap_file_path for s in group.slices):
             raise UnsupportedTable(f"clustering {instant_time}: bootstrap base files are not supported")
     raw = params.get(SORT_COLUMNS) or ""
-    return tuple(c.strip() for c in raw.split(",") if c.strip())
+    return tuple(c.strip() for c in raw.split(",") if c.strip()), layout_strategy
+
+
+def _check_curve_columns(
+    table: Table, instant_time: str, columns: tuple[str, ...], strategy: LayoutStrategy
+) -> None:
+    """A curve over two or more columns needs each to be a column of the table with a curve mapping (Hudi's
+    executor fails on anything else); refused before the instant moves to inflight."""
+    if not strategy.is_curve or len(columns) < 2:
+        return
+    schema = table.read_schema()
+    if schema is None:
+        raise UnsupportedTable(f"clustering {instant_time}: the table records no schema to order by")
+    problems = curve_problems(schema, columns)
+    if problems:
+        raise UnsupportedTable(
+            f"clustering {instant_time}: {SORT_COLUMNS} on a {strategy.value} curve: {'; '.join(problems)}"
+        )
 
 
 def _rollback_groups(plan: ClusteringPlan) -> list[tuple[str, str | None]]:
@@ -447,7 +477,8 @@ def run_clustering_task(task: ClusteringTask, write_token: str) -> TaskResult:
         rows = schema.empty_table() if schema is not None else pa.table({})
     keys = _keys(rows, cfg.populate_meta_fields, cfg.record_key_fields)
     if task.sort_columns:
-        order = pc.sort_indices(rows, sort_keys=[(c, "ascending", "at_end") for c in task.sort_columns])
+        positions = row_positions(rows.column_names, META_COLUMNS)
+        order = sort_indices(rows, task.sort_columns, task.layout, positions)
         rows, keys = rows.take(order), keys.take(order)
     n_files = min(max(1, task.group.num_output_file_groups or 1), rows.num_rows)
     bounds = np.linspace(0, rows.num_rows, n_files + 1).round().astype(np.int64)
@@ -480,11 +511,12 @@ def run_clustering_task(task: ClusteringTask, write_token: str) -> TaskResult:
             _write_stat(cfg.table_version, file_id, path, partition, part.num_rows, written, write_started)
         )
     logger.debug(
-        "clustering %s: group %d (%d slice(s) in %s) -> %d file(s), %d rows in %.2f s (scan %d ms)",
+        "clustering %s: group %d (%d slice(s) in %s, %s) -> %d file(s), %d rows in %.2f s (scan %d ms)",
         T,
         task.index,
         len(task.group.slices),
         partition or "<table>",
+        task.layout.value,
         len(stats),
         rows.num_rows,
         time.monotonic() - started,

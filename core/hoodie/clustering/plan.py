@@ -32,6 +32,13 @@ Rules (Hudi's ``PartitionAwareClusteringPlanStrategy`` and ``ClusteringPlanStrat
 - Slices name their files by full path, as Hudi writes them (an absent base file is ``""``); the plan's
   strategy is ``SparkSortAndSizeExecutionStrategy`` with ``sort.columns`` among its parameters when set (each
   must be a top-level column of the table schema), and ``preserveHoodieMetadata`` is true.
+- Layout (:mod:`hoodie.clustering.layout`): with sort columns and ``hoodie.layout.optimize.strategy``
+  ``z-order`` or ``hilbert``, the parameters also hold that key and
+  ``hoodie.layout.optimize.curve.build.method`` (``direct``; ``sample`` is refused), and with two or more
+  sort columns each must have a curve mapping. Hudi's executors read the layout from their own write
+  config, not from the plan, so a Hudi job executing such a plan orders it the same way only when it is
+  configured with the same key; hoodied's executor takes the plan's key. ``linear`` adds nothing, as Hudi's
+  planners write it.
 - Scheduling: no completed write and no table service may be at or after the clustering's instant time. On
   table version 6 (slices and conflict checks by instant time) no write may be pending with an earlier
   instant time: a write that completes after the plan must have a later instant time, or the commit's
@@ -47,8 +54,9 @@ import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from hoodie.clustering.layout import LAYOUT_OPTIMIZE_STRATEGY, LayoutConfig, curve_problems
 from hoodie.compaction.plan import blocked_file_groups
 from hoodie.errors import CorruptTimelineFile, InvalidWriteConfig
 from hoodie.file_group.file_group import FileSlice
@@ -128,6 +136,7 @@ class ClusteringConfig:
     partitions_selected: tuple[str, ...] = ()
     max_commits: int = ASYNC_MAX_COMMITS_DEFAULT
     max_file_bytes: int = PARQUET_MAX_FILE_SIZE_DEFAULT  # hoodie.parquet.max.file.size
+    layout: LayoutConfig = field(default_factory=LayoutConfig)  # hoodie.layout.optimize.*
 
     def __post_init__(self) -> None:
         for key, value, minimum in (
@@ -172,6 +181,7 @@ class ClusteringConfig:
             max_file_bytes=int_setting(
                 config, PARQUET_MAX_FILE_SIZE, PARQUET_MAX_FILE_SIZE_DEFAULT, minimum=1
             ),
+            layout=LayoutConfig.from_config(config),
         )
 
     @property
@@ -181,8 +191,12 @@ class ClusteringConfig:
 
     @property
     def strategy(self) -> ClusteringStrategy:
-        """The execution strategy written into plans."""
-        params = {SORT_COLUMNS: ",".join(self.sort_columns)} if self.sort_columns else {}
+        """The execution strategy written into plans: the sort columns and, with them, a curve layout."""
+        params = (
+            {SORT_COLUMNS: ",".join(self.sort_columns), **self.layout.strategy_params()}
+            if self.sort_columns
+            else {}
+        )
         return ClusteringStrategy(strategy_class_name=EXECUTION_STRATEGY_CLASS, strategy_params=params)
 
     def filter_partitions(self, partitions: Sequence[str]) -> list[str]:
@@ -298,8 +312,9 @@ def check_clusterable(table: Table) -> None:
     refuse_metadata_table(table.storage, table.config, "clustering")
 
 
-def check_sort_columns(table: Table, columns: Sequence[str]) -> None:
-    """Every sort column must be a top-level column of the table schema; raises naming the key."""
+def check_sort_columns(table: Table, columns: Sequence[str], layout: LayoutConfig | None = None) -> None:
+    """Every sort column must be a top-level column of the table schema and, on a curve over two or more of
+    them, have a curve mapping; raises naming the key."""
     if not columns:
         return
     schema = table.read_schema()
@@ -313,6 +328,13 @@ def check_sort_columns(table: Table, columns: Sequence[str]) -> None:
             f"{SORT_COLUMNS}={','.join(columns)!r}: {', '.join(missing)} not (top-level) column(s) of the "
             f"table schema ({', '.join(schema.names)})"
         )
+    if layout is not None and layout.strategy.is_curve and len(columns) > 1:
+        problems = curve_problems(schema, columns)
+        if problems:
+            raise InvalidWriteConfig(
+                f"{SORT_COLUMNS}={','.join(columns)!r} with {LAYOUT_OPTIMIZE_STRATEGY}="
+                f"{layout.strategy.value}: {'; '.join(problems)}"
+            )
 
 
 def clustering_plan_of(table: Table, instant_time: str) -> ClusteringPlan | None:
@@ -398,7 +420,7 @@ def scheduling_conflict(table: Table, instant_time: str) -> str | None:
 def plan_clustering(table: Table, instant_time: str, config: ClusteringConfig) -> PlanResult:
     """The clustering plan at ``instant_time`` of the view ``table`` (see the module doc)."""
     check_clusterable(table)
-    check_sort_columns(table, config.sort_columns)
+    check_sort_columns(table, config.sort_columns, config.layout)
     conflict = scheduling_conflict(table, instant_time)
     if conflict is not None:
         return PlanResult(None, conflict)
@@ -502,7 +524,7 @@ def schedule_clustering(
     generator = time_generator or InstantTimeGenerator()
     table = view if view is not None else Table.load(storage)
     check_clusterable(table)
-    check_sort_columns(table, config.sort_columns)
+    check_sort_columns(table, config.sort_columns, config.layout)
     decision = None
     if respect_trigger:
         decision = evaluate_clustering_trigger(table, config)
