@@ -162,3 +162,14 @@ class RecordIndexConflict(HoodieError):
     (``HoodieTableMetadataUtil.reduceByKeys``: "Two HoodieRecord updates to the index is seen for same record
     key"; its indexer fails on such a table unless ``hoodie.hfile.writes.allow.duplicates``, which picks one
     location at random). The message names the key and both file groups."""
+
+
+class SavepointRefused(HoodieError):
+    """A savepoint cannot be created or deleted as asked: the time is not a completed commit, it lies before
+    what the cleaner guarantees to keep, or there is no such savepoint. Nothing was written."""
+
+
+class RestoreRefused(HoodieError):
+    """A restore to a savepoint cannot start: no such savepoint, a later savepoint, another restore, a
+    pending log compaction or a live writer stands in the way, or ``hoodie.archive.beyond.savepoint`` is set.
+    The message names what blocks it; nothing of the table was changed by the refused call."""

@@ -36,10 +36,12 @@ def refuse_metadata_table(
     check_supported(storage, config, service, writer=writer)
 
 
-def delete_metadata_table(storage: Storage, lock: LockProvider) -> bool:
-    """Delete the table's metadata table as a Hudi writer with the metadata table disabled does; returns
-    whether there was one. The table config stops naming its partitions first, so no reader looks for it
-    while it is being deleted."""
+def delete_metadata_table(
+    storage: Storage, lock: LockProvider, *, reason: str = f"{METADATA_ENABLE}=false"
+) -> bool:
+    """Delete the table's metadata table as a Hudi writer with the metadata table disabled does (or a restore
+    that cannot take it back, ``reason`` says which); returns whether there was one. The table config stops
+    naming its partitions first, so no reader looks for it while it is being deleted."""
     with held(lock):
         config = TableConfig.load(storage)
         if not has_metadata_table(storage, config):
@@ -47,7 +49,7 @@ def delete_metadata_table(storage: Storage, lock: LockProvider) -> bool:
         if config.props.get(METADATA_PARTITIONS) or config.props.get(METADATA_PARTITIONS_INFLIGHT):
             config.updated({METADATA_PARTITIONS: "", METADATA_PARTITIONS_INFLIGHT: ""}).store(storage)
         storage.delete_dir(METADATA_TABLE_PATH)
-    logger.warning("deleted the metadata table of %s (%s=false)", storage.uri, METADATA_ENABLE)
+    logger.warning("deleted the metadata table of %s (%s)", storage.uri, reason)
     return True
 
 

@@ -53,6 +53,7 @@ from hoodie.timeline.instant import (
     RESTORE,
     ROLLBACK,
     SAVEPOINT,
+    WRITE_ACTIONS,
     Instant,
     State,
 )
@@ -66,6 +67,8 @@ from hoodie.timeline.metadata import (
     IndexCommitMetadata,
     IndexPlan,
     RequestedReplaceMetadata,
+    RestoreMetadata,
+    RestorePlan,
     RollbackMetadata,
     RollbackPlan,
     SavepointMetadata,
@@ -77,6 +80,8 @@ from hoodie.timeline.metadata import (
     encode_index_commit_metadata,
     encode_index_plan,
     encode_requested_replace_metadata,
+    encode_restore_metadata,
+    encode_restore_plan,
     encode_rollback_metadata,
     encode_rollback_plan,
     encode_savepoint_metadata,
@@ -95,6 +100,8 @@ TimelineRecord = (
     | IndexPlan
     | IndexCommitMetadata
     | SavepointMetadata
+    | RestorePlan
+    | RestoreMetadata
 )
 
 # Pending states Hudi always writes empty.
@@ -111,6 +118,7 @@ _ACCEPTED: dict[tuple[str, State], tuple[type, ...]] = {
     (CLEAN, State.REQUESTED): (CleanerPlan,),
     (ROLLBACK, State.REQUESTED): (RollbackPlan,),
     (INDEXING, State.REQUESTED): (IndexPlan,),
+    (RESTORE, State.REQUESTED): (RestorePlan,),
     (COMMIT, State.INFLIGHT): (CommitMetadata,),
     (DELTA_COMMIT, State.INFLIGHT): (CommitMetadata,),
     (REPLACE_COMMIT, State.INFLIGHT): (CommitMetadata,),
@@ -125,6 +133,7 @@ _ACCEPTED: dict[tuple[str, State], tuple[type, ...]] = {
     (ROLLBACK, State.COMPLETED): (RollbackMetadata,),
     (INDEXING, State.COMPLETED): (IndexCommitMetadata,),
     (SAVEPOINT, State.COMPLETED): (SavepointMetadata,),
+    (RESTORE, State.COMPLETED): (RestoreMetadata,),
 }
 
 
@@ -166,6 +175,10 @@ def encode_content(
         return encode_index_plan(content, table_version=table_version)
     if isinstance(content, IndexCommitMetadata):
         return encode_index_commit_metadata(content, table_version=table_version)
+    if isinstance(content, RestorePlan):
+        return encode_restore_plan(content, table_version=table_version)
+    if isinstance(content, RestoreMetadata):
+        return encode_restore_metadata(content, table_version=table_version)
     return encode_savepoint_metadata(content, table_version=table_version)
 
 
@@ -215,19 +228,21 @@ class TimelineWriter:
         instant = Instant(time, action, State.REQUESTED)
         data = self._encode(content, action, State.REQUESTED)
         with self._critical_section():
-            self._check_time_unused(time)
+            self._check_time_unused(time, action)
             self._write(instant, data)
         return instant
 
     def create_inflight(self, action: str, time: str, content: bytes | TimelineRecord = b"") -> Instant:
-        """Write ``<time>.<action>.inflight`` for an action without a requested state (savepoint)."""
+        """Write ``<time>.<action>.inflight`` for an action without a requested state (savepoint). A
+        savepoint takes the time of the completed commit it savepoints (Hudi's ``SavepointActionExecutor``):
+        that commit may be at ``time``, nothing else."""
         self._check_action(action)
         if action != SAVEPOINT:
             raise ValueError(f"{action} instants start requested: use request, then start")
         instant = Instant(time, action, State.INFLIGHT)
         data = self._encode(content, action, State.INFLIGHT)
         with self._critical_section():
-            self._check_time_unused(time)
+            self._check_time_unused(time, action)
             self._write(instant, data)
         return instant
 
@@ -239,7 +254,7 @@ class TimelineWriter:
         data = self._encode(content, instant.action, State.INFLIGHT)
         inflight = Instant(instant.time, instant.action, State.INFLIGHT)
         with self._critical_section():
-            files = self._files_of(instant.time)
+            files = self._files_of(instant.time, instant.action)
             requested = self._expect(files, instant, State.REQUESTED)
             if instant.action == CLEAN and not data:
                 data = self.storage.read(f"{self.folder}/{requested}")
@@ -259,7 +274,7 @@ class TimelineWriter:
         data = self._encode(content, instant.action, State.COMPLETED)
         done_action = COMPLETED_ACTION_OF.get(instant.action, instant.action)
         with self._critical_section():
-            files = self._files_of(instant.time)
+            files = self._files_of(instant.time, instant.action)
             self._expect(files, instant, State.INFLIGHT)
             completion = None
             if self.layout_version >= 2:
@@ -274,7 +289,7 @@ class TimelineWriter:
         if instant.state is not State.INFLIGHT:
             raise ValueError(f"revert_to_requested() moves an inflight instant; {instant} is {instant.state}")
         with self._critical_section():
-            files = self._files_of(instant.time)
+            files = self._files_of(instant.time, instant.action)
             name = self._expect(files, instant, State.INFLIGHT)
             if not any(i.action == instant.action for i, _ in files.get(State.REQUESTED, [])):
                 raise CommitConflict(f"{instant} has no requested file to go back to")
@@ -288,13 +303,28 @@ class TimelineWriter:
         if instant.state is State.COMPLETED:
             raise ValueError(f"delete_pending() removes a pending instant; {instant} is completed")
         with self._critical_section():
-            files = self._files_of(instant.time)
+            files = self._files_of(instant.time, instant.action)
             if State.COMPLETED in files:
                 raise CommitConflict(f"{instant} completed meanwhile; it is not deleted")
             for state in (State.INFLIGHT, State.REQUESTED):
                 for found, name in files.get(state, []):
                     if found.action == instant.action:
                         self.storage.delete(f"{self.folder}/{name}")
+
+    def revert_to_inflight(self, instant: Instant) -> Instant | None:
+        """Completed -> pending (Hudi's ``revertToInflight``): the completed file is deleted, so the instant
+        no longer counts, and its pending files stay for the caller to remove. Only a restore (rolling back
+        a completed write) and the deletion of a savepoint do this. Returns the instant in the state its
+        remaining files give (the action it was requested under: ``compaction`` for a compaction that
+        completed as a ``commit``), or ``None`` when no pending file is left."""
+        if instant.state is not State.COMPLETED:
+            raise ValueError(f"revert_to_inflight() moves a completed instant; {instant} is {instant.state}")
+        with self._critical_section():
+            files = self._files_of(instant.time, instant.action)
+            name = self._expect(files, instant, State.COMPLETED)
+            self.storage.delete(f"{self.folder}/{name}")
+        pending = [found for state in (State.INFLIGHT, State.REQUESTED) for found, _ in files.get(state, [])]
+        return pending[0] if pending else None
 
     # -- checks ------------------------------------------------------------------------------------------
 
@@ -310,8 +340,10 @@ class TimelineWriter:
     def _encode(self, content: bytes | TimelineRecord, action: str, state: State) -> bytes:
         return encode_content(content, table_version=self.config.table_version, action=action, state=state)
 
-    def _files_of(self, time: str) -> dict[State, list[tuple[Instant, str]]]:
-        """The files of instant ``time`` on the timeline now, by state."""
+    def _files_of(self, time: str, action: str | None = None) -> dict[State, list[tuple[Instant, str]]]:
+        """The files of instant ``time`` on the timeline now, by state. A savepoint shares its commit's time
+        but is an instant of its own (as :class:`~hoodie.timeline.timeline.Timeline` keeps it): given an
+        ``action``, only the savepoint's files (``SAVEPOINT``) or only the others are returned."""
         found: dict[State, list[tuple[Instant, str]]] = {}
         for info in self.storage.list(self.folder):
             if info.is_dir:
@@ -321,11 +353,19 @@ class TimelineWriter:
                 continue
             if instant.completion_time is not None and self.layout_version < 2:
                 continue
+            if action is not None and (instant.action == SAVEPOINT) != (action == SAVEPOINT):
+                continue
             found.setdefault(instant.state, []).append((instant, info.name))
         return found
 
-    def _check_time_unused(self, time: str) -> None:
+    def _check_time_unused(self, time: str, action: str) -> None:
+        """Refuse a time already on the timeline; a savepoint may take the time of a completed commit."""
         files = self._files_of(time)
+        if action == SAVEPOINT:
+            completed = [i for i, _ in files.get(State.COMPLETED, [])]
+            savepointed = any(i.action == SAVEPOINT for entries in files.values() for i, _ in entries)
+            if completed and all(i.action in WRITE_ACTIONS for i in completed) and not savepointed:
+                return
         if files:
             names = sorted(name for entries in files.values() for _, name in entries)
             raise CommitConflict(f"instant time {time} is already on the timeline: {', '.join(names)}")

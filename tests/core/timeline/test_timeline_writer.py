@@ -33,6 +33,7 @@ from hoodie.timeline.instant import (
     RESTORE,
     ROLLBACK,
     SAVEPOINT,
+    SCHEMA_COMMIT,
     Instant,
     State,
 )
@@ -389,8 +390,10 @@ def test_content_must_fit_the_state(tmp_path: Path) -> None:
     compaction = writer.request(COMPACTION, T1, COMPACTION_PLAN)
     with pytest.raises(ValueError, match="compaction inflight file is always empty"):
         writer.start(compaction, b"x")
-    with pytest.raises(ValueError, match="holds nothing but raw bytes"):
+    with pytest.raises(ValueError, match="restore requested file holds RestorePlan, not CleanerPlan"):
         writer.request(RESTORE, T2, CLEANER_PLAN)
+    with pytest.raises(ValueError, match="holds nothing but raw bytes"):
+        writer.request(SCHEMA_COMMIT, T2, CLEANER_PLAN)
     with pytest.raises(ValueError, match="replace commit metadata"):
         encode_content(commit_md(), table_version=8, action=REPLACE_COMMIT, state=State.COMPLETED)
     with pytest.raises(ValueError, match="no requested state"):

@@ -15,6 +15,8 @@ Which file holds what (``t`` = requested time, see :mod:`hoodie.timeline.instant
     indexing                        requested: HoodieIndexPlan                  -> IndexPlan
                                     completed: HoodieIndexCommitMetadata        -> IndexCommitMetadata
     savepoint                       completed: HoodieSavepointMetadata          -> SavepointMetadata
+    restore                         requested: HoodieRestorePlan                -> RestorePlan
+                                    completed: HoodieRestoreMetadata            -> RestoreMetadata
 
 Commit metadata is pretty-printed JSON (Jackson's ``DefaultPrettyPrinter``) in table version 6 and an Avro
 object container in 8 and 9; v8+ tables upgraded from v6 keep their old JSON files, so decoding goes by the
@@ -38,6 +40,7 @@ Which module holds what: one kind of record each, decoded and encoded, then the 
     clustering_plan    ClusteringPlan, RequestedReplaceMetadata
     clean              CleanerPlan, CleanMetadata
     rollback           RollbackPlan, RollbackMetadata
+    restore            RestorePlan, RestoreMetadata
     index              IndexPlan, IndexCommitMetadata
     savepoint          SavepointMetadata
     fields             typed fields of decoded records; reading and writing single-record Avro containers
@@ -97,6 +100,14 @@ from hoodie.timeline.metadata.index import (
 from hoodie.timeline.metadata.paths import (
     file_name_in_partition,
 )
+from hoodie.timeline.metadata.restore import (
+    RestoreMetadata,
+    RestorePlan,
+    decode_restore_metadata,
+    decode_restore_plan,
+    encode_restore_metadata,
+    encode_restore_plan,
+)
 from hoodie.timeline.metadata.rollback import (
     InstantInfo,
     RollbackMetadata,
@@ -140,6 +151,8 @@ __all__ = [
     "InstantInfo",
     "PlanVersions",
     "RequestedReplaceMetadata",
+    "RestoreMetadata",
+    "RestorePlan",
     "RollbackMetadata",
     "RollbackPartitionMetadata",
     "RollbackPlan",
@@ -157,6 +170,8 @@ __all__ = [
     "decode_index_commit_metadata",
     "decode_index_plan",
     "decode_requested_replace_metadata",
+    "decode_restore_metadata",
+    "decode_restore_plan",
     "decode_rollback_metadata",
     "decode_rollback_plan",
     "decode_savepoint_metadata",
@@ -168,6 +183,8 @@ __all__ = [
     "encode_index_commit_metadata",
     "encode_index_plan",
     "encode_requested_replace_metadata",
+    "encode_restore_metadata",
+    "encode_restore_plan",
     "encode_rollback_metadata",
     "encode_rollback_plan",
     "encode_savepoint_metadata",

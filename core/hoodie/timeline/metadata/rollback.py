@@ -5,8 +5,9 @@ rollback (``HoodieRollbackMetadata``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from hoodie.timeline.metadata.fields import freeze, read, write
+from hoodie.timeline.metadata.fields import Fields, freeze, read, write
 from hoodie.timeline.metadata.paths import check_in_partition
 from hoodie.timeline.metadata.versions import plan_versions
 
@@ -16,10 +17,12 @@ __all__ = [
     "RollbackPartitionMetadata",
     "RollbackPlan",
     "RollbackRequest",
+    "decode_rollback_fields",
     "decode_rollback_metadata",
     "decode_rollback_plan",
     "encode_rollback_metadata",
     "encode_rollback_plan",
+    "rollback_metadata_record",
 ]
 
 
@@ -144,7 +147,12 @@ class RollbackMetadata:
 
 def decode_rollback_metadata(data: bytes) -> RollbackMetadata:
     """Decode a completed ``rollback`` file."""
-    rec = read(data, "HoodieRollbackMetadata", "rollback metadata")
+    return decode_rollback_fields(read(data, "HoodieRollbackMetadata", "rollback metadata"))
+
+
+def decode_rollback_fields(rec: Fields) -> RollbackMetadata:
+    """Rollback metadata from a decoded ``HoodieRollbackMetadata`` record (a rollback file's, or one a
+    restore's metadata holds)."""
     partitions = {}
     for key, p in rec.record_map("partitionMetadata").items():
         partitions[key] = RollbackPartitionMetadata(
@@ -171,7 +179,13 @@ def decode_rollback_metadata(data: bytes) -> RollbackMetadata:
 def encode_rollback_metadata(md: RollbackMetadata, *, table_version: int) -> bytes:
     """Encode rollback metadata in the version the table's Hudi writes (1)."""
     versions = plan_versions(table_version)
-    record = {
+    record = rollback_metadata_record(md, versions.rollback_metadata)
+    return write(record, "HoodieRollbackMetadata", table_version)
+
+
+def rollback_metadata_record(md: RollbackMetadata, version: int) -> dict[str, Any]:
+    """The ``HoodieRollbackMetadata`` record of ``md`` with ``version`` (a restore's metadata nests them)."""
+    return {
         "startRollbackTime": md.start_rollback_time,
         "timeTakenInMillis": md.time_taken_in_millis,
         "totalFilesDeleted": md.total_files_deleted,
@@ -186,7 +200,6 @@ def encode_rollback_metadata(md: RollbackMetadata, *, table_version: int) -> byt
             }
             for k, p in md.partition_metadata.items()
         },
-        "version": versions.rollback_metadata,
+        "version": version,
         "instantsRollback": [{"commitTime": i.commit_time, "action": i.action} for i in md.instants_rollback],
     }
-    return write(record, "HoodieRollbackMetadata", table_version)

@@ -30,11 +30,15 @@ class PlanVersions:
     rollback_plan: int
     rollback_metadata: int
     savepoint_metadata: int
+    restore_plan: int = 2
+    restore_metadata: int = 1
 
 
 # Hudi 0.14/0.15 (v6) and 1.x (v8, v9) agree on all of them (checked against the fixture tables: v6 and v8
 # compaction plans 2, cleaner plans 2, clean metadata 2, clustering plans 1, rollback plans and metadata 1,
 # v8/v9 index plans 1; CompactionUtils, CleanerUtils and ClusteringPlanStrategy name the same "latest").
+# Restore plans are version 2 and restore metadata version 1 in both lines (RestorePlanActionExecutor,
+# TimelineMetadataUtils.convertRestoreMetadata).
 _SAME = PlanVersions(
     compaction_plan=2,
     cleaner_plan=2,
