@@ -24,6 +24,9 @@ log compaction or clustering reads; a slice holding a file of a completed savepo
 writes (they are not in the view; failed writes are rolled back, see :mod:`hoodie.write.failed_writes`).
 File groups replaced by a completed replacecommit go entirely (every slice, savepointed files excepted)
 once the replacecommit is before the earliest commit to retain (``KEEP_LATEST_FILE_VERSIONS``: at once).
+A partition whose file groups are all replaced (a ``DELETE_PARTITION`` replaced them all) goes with them, as
+Hudi's ``CleanPlanner`` decides (:func:`emptied_partitions`): it is listed in the plan's
+``partitionsToBeDeleted``, and the clean deletes its folder after its files.
 
 Trigger (``hoodie.clean.trigger.strategy`` = ``NUM_COMMITS``): a clean is scheduled once at least
 ``hoodie.clean.max.commits`` (1) writes completed after the last clean's ``lastCompletedCommitTimestamp``.
@@ -39,8 +42,10 @@ from enum import StrEnum
 from typing import TypeVar
 
 from hoodie.errors import InvalidWriteConfig
-from hoodie.file_group.file_group import FileGroupId, FileSlice
+from hoodie.file_group.base_file import BaseFile
+from hoodie.file_group.file_group import FileGroup, FileGroupId, FileSlice
 from hoodie.lock import LockProvider, held
+from hoodie.log.log_file import LogFile
 from hoodie.metadata_table import refuse_metadata_table
 from hoodie.settings import int_setting, setting
 from hoodie.storage import Storage
@@ -333,6 +338,7 @@ def plan_clean(table: Table, config: CleanConfig, now: dt.datetime) -> CleanPlan
         what = f"earliest commit to retain {ectr.time}" if ectr is not None else config.policy.value
         return CleanPlanResult(None, f"nothing to clean ({config.policy.value}, {what})")
     storage = table.storage
+    emptied = emptied_partitions(table, groups, replace_times, ectr if by_commits else None, saved)
     plan = CleanerPlan(
         policy=config.policy.value,
         earliest_instant_to_retain=(
@@ -344,6 +350,7 @@ def plan_clean(table: Table, config: CleanConfig, now: dt.datetime) -> CleanPlan
             partition: tuple(CleanFileInfo(storage.full_path(path), False) for path, _ in files)
             for partition, files in sorted(to_delete.items())
         },
+        partitions_to_be_deleted=emptied,
     )
     n = sum(len(f) for f in to_delete.values())
     size = sum(s for files in to_delete.values() for _, s in files)
@@ -351,6 +358,49 @@ def plan_clean(table: Table, config: CleanConfig, now: dt.datetime) -> CleanPlan
     if ectr is not None:
         reason += f", earliest commit to retain {ectr.time}"
     return CleanPlanResult(plan, reason, size)
+
+
+def emptied_partitions(
+    table: Table,
+    groups: Mapping[FileGroupId, FileGroup],
+    replace_times: Mapping[FileGroupId, str],
+    ectr: Instant | None,
+    saved: set[str],
+) -> tuple[str, ...]:
+    """The partitions a clean deletes (Hudi's ``CleanPlanner``: ``toDeletePartition``): no file group of the
+    partition is live (every one in the view was replaced), none was replaced at or after the earliest
+    commit to retain (``ectr``; by-commits policies only, so their files go in this same clean), and its
+    listing holds no data file of another file group (a pending write's: Hudi's ``hasPendingFiles``). A
+    partition still holding a savepointed file is kept: Hudi would delete its folder, savepointed files
+    and all."""
+    by_partition: dict[str, list[FileGroupId]] = {}
+    for gid in groups:
+        by_partition.setdefault(gid.partition_path, []).append(gid)
+    out = []
+    for partition, gids in sorted(by_partition.items()):
+        if any(gid not in replace_times for gid in gids):
+            continue
+        if ectr is not None and any(replace_times[gid] >= ectr.time for gid in gids):
+            continue
+        prefix = f"{partition}/" if partition else ""
+        if any(p.startswith(prefix) and "/" not in p[len(prefix) :] for p in saved):
+            continue
+        if _other_data_files(table.storage, partition, replace_times):
+            continue
+        out.append(partition)
+    return tuple(out)
+
+
+def _other_data_files(storage: Storage, partition: str, replaced: Mapping[FileGroupId, str]) -> bool:
+    """Whether the partition's folder holds a data file of a file group that is not replaced."""
+    for info in storage.list(partition):
+        if info.is_dir:
+            continue
+        name = info.name
+        parsed = BaseFile.try_parse(name) or LogFile.try_parse(name)
+        if parsed is not None and FileGroupId(partition, parsed.file_id) not in replaced:
+            return True
+    return False
 
 
 def _retain_all_reason(config: CleanConfig, n_writes: int) -> str:
@@ -441,6 +491,7 @@ __all__ = [
     "clean_due",
     "commits_since_last_clean",
     "earliest_commit_to_retain",
+    "emptied_partitions",
     "pending_cleans",
     "plan_clean",
     "savepointed_files",
