@@ -12,8 +12,10 @@ The files to delete are those the instant's markers name (every file is announce
 written) together with any base file of the instant found by listing the partitions of the plan's file
 groups (a belt to the markers' braces: a file the attempt wrote is named ``<file id>_<token>_<instant>``).
 A group given as ``(partition, None)`` matches every file id: clustering writes new file groups, whose ids
-the plan cannot name. Nothing else is ever deleted: only files carrying the unfinished instant's time, in its
-plan's partitions.
+the plan cannot name. Log files (a log compaction writes new ones) count when an APPEND marker of the instant
+names them or their name carries the instant, and only when they hold intact blocks and every one is the
+instant's: a log file holding another instant's blocks (or none) is never deleted. Nothing else is ever
+deleted: only files carrying the unfinished instant's time, in its plan's partitions.
 
 The caller must know that nobody runs the instant any more (it holds the instant's claim): rolling back a
 live attempt would delete files it is about to commit.
@@ -29,6 +31,8 @@ from dataclasses import dataclass
 from hoodie.errors import HoodieError
 from hoodie.file_group.base_file import BaseFile
 from hoodie.lock import LockProvider, held
+from hoodie.log.block import BlockType, iter_blocks
+from hoodie.log.log_file import LogFile
 from hoodie.metadata.writer import forget_metadata_instant
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -62,14 +66,16 @@ def files_written_by(
     storage: Storage, instant_time: str, groups: Iterable[tuple[str, str | None]]
 ) -> list[str]:
     """Base files of ``instant_time`` in the given (partition, file id) groups (a file id of ``None``: any
-    file id in that partition), plus every file its markers name (paths relative to the base path, existing
-    ones only)."""
+    file id in that partition), plus every file its markers name, plus its own log files (module doc; paths
+    relative to the base path, existing ones only)."""
     found: set[str] = set()
+    logs: set[str] = set()
     markers = Markers(storage, instant_time)
     for marker in markers.list():
-        # Table services write base files only; an APPEND marker could name a shared v6 log file: never.
         if marker.io_type in (IOType.CREATE, IOType.MERGE):
             found.add(marker.path)
+        else:  # an APPEND marker could name a shared v6 log file: checked below
+            logs.add(marker.path)
     partitions: dict[str, set[str | None]] = {}
     for partition, file_id in groups:
         partitions.setdefault(partition, set()).add(file_id)
@@ -77,14 +83,28 @@ def files_written_by(
         for info in storage.list(partition):
             if info.is_dir:
                 continue
+            path = f"{partition}/{info.name}" if partition else info.name
             base = BaseFile.try_parse(info.name)
             if (
                 base is not None
                 and base.instant_time == instant_time
                 and (None in ids or base.file_id in ids)
             ):
-                found.add(f"{partition}/{info.name}" if partition else info.name)
+                found.add(path)
+            log = LogFile.try_parse(info.name)
+            if log is not None and log.instant == instant_time and (None in ids or log.file_id in ids):
+                logs.add(path)
+    found.update(p for p in logs if storage.exists(p) and _only_blocks_of(storage, p, instant_time))
     return sorted(p for p in found if storage.exists(p))
+
+
+def _only_blocks_of(storage: Storage, path: str, instant_time: str) -> bool:
+    """Whether the log file ``path`` holds intact blocks and all of them were written by ``instant_time``
+    (a v6 log file named after a compaction's instant holds the blocks of the writes into its slice)."""
+    instants = {
+        b.instant_time for b in iter_blocks(storage.read(path)) if b.block_type is not BlockType.CORRUPT
+    }
+    return instants == {instant_time}
 
 
 def rollback_unfinished(

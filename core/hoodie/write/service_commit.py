@@ -22,7 +22,7 @@ from hoodie.errors import CommitConflict, CorruptBaseFile, HoodieError
 from hoodie.failpoints import failpoint
 from hoodie.lock import LockProvider, held
 from hoodie.metadata.updates import update_for_rewrite
-from hoodie.metadata.writer import maintain_metadata_table, write_metadata_update
+from hoodie.metadata.writer import MetadataUpdate, maintain_metadata_table, write_metadata_update
 from hoodie.storage import Storage
 from hoodie.table import META_COLUMNS, Table
 from hoodie.timeline.instant import Instant, State
@@ -104,6 +104,7 @@ def complete_rewrite(
     fence: Callable[[], None] | None = None,
     conflict: Callable[[Table], _C | None] | None = None,
     time_generator: InstantTimeGenerator | None = None,
+    metadata_update: Callable[[TableConfig], MetadataUpdate] | None = None,
 ) -> tuple[Instant | None, _C | None, tuple[str, ...]]:
     """Complete a rewriting service's inflight ``instant`` (of the table on ``storage`` with ``config``, as
     the caller prepared it) whose tasks' checked ``stats`` ``metadata`` holds. The table is read once, under
@@ -114,7 +115,8 @@ def complete_rewrite(
     2. Under the table lock: ``fence`` (the caller's claim, raising when it was lost), the instant still
        inflight (:func:`check_still_inflight`), ``conflict`` (a conflicting write, given the table as of
        now). Without a conflict it writes the metadata table's deltacommit of the same instant (files added
-       and removed; record-index entries when ``record_index``, as records move between file groups), then
+       and removed; record-index entries when ``record_index``, as records move between file groups; or
+       what ``metadata_update`` builds for the table config of now: a log compaction's new log files), then
        completes the instant with ``content``.
     3. After the lock (only when completed): the markers go, and the metadata table is compacted and cleaned
        when due.
@@ -144,7 +146,8 @@ def complete_rewrite(
                 storage,
                 current.config,
                 lock,
-                lambda cfg: update_for_rewrite(storage, cfg, T, stats, record_index=record_index),
+                metadata_update
+                or (lambda cfg: update_for_rewrite(storage, cfg, T, stats, record_index=record_index)),
                 service=service,
                 time_generator=time_generator,
             )
