@@ -73,10 +73,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "hoodie.table_service",
             "hoodie.compaction",
+            "hoodie.logcompaction",
             "hoodie.clustering",
             "hoodie.clean",
             "hoodie.indexing",
             "hoodie.archival",
+            "hoodie.ttl",
+            "hoodie.savepoint",
         ),
     ),
     ("registry", ("hoodie.registry",)),

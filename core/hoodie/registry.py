@@ -10,10 +10,20 @@ from hoodie.clustering.service import CLUSTERING
 from hoodie.compaction.service import COMPACTION
 from hoodie.errors import HoodieError
 from hoodie.indexing.service import INDEXING
+from hoodie.logcompaction.service import LOG_COMPACTION
 from hoodie.table_service import TableService
+from hoodie.ttl.service import TTL
 
 #: Every service, in the order users see them listed (work is ordered by :attr:`TableService.priority`).
-SERVICES: tuple[TableService, ...] = (COMPACTION, CLUSTERING, CLEAN, INDEXING, ARCHIVAL)
+SERVICES: tuple[TableService, ...] = (
+    COMPACTION,
+    LOG_COMPACTION,
+    CLUSTERING,
+    CLEAN,
+    INDEXING,
+    TTL,
+    ARCHIVAL,
+)
 
 #: Their names, in the same order.
 SERVICE_NAMES: tuple[str, ...] = tuple(s.name for s in SERVICES)

@@ -17,6 +17,12 @@
                     [--spark-master URL] [--conf key=value ...]
     hoodied index PATH --mode schedule|execute|schedule-and-execute|dropindex [--index-types a,b]
                   [--instant T] [--spark-master URL] [--conf key=value ...]
+    hoodied logcompact PATH --mode schedule|execute|schedule-and-execute [--instant T] [--spark]
+                       [--conf key=value ...]
+    hoodied ttl PATH --mode schedule|execute|schedule-and-execute [--instant T] [--spark]
+                [--conf key=value ...]
+    hoodied savepoint create|delete|list PATH [T] [--user U] [--comments C]
+    hoodied restore PATH T [--conf key=value ...]
     hoodied archive PATH [--conf key=value ...]
     hoodied demo [--path DIR] [--duration S] [--port N] [--interval S] [--batch-rows N] [--drain-timeout S]
 
@@ -78,6 +84,105 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
         print(f"{line} {where}" if args.archived else line.rstrip())
     if args.archived:
         print(f"{len(rows) - len(active)} archived, {len(active)} active")
+    return 0
+
+
+def _cmd_service(args: argparse.Namespace) -> int:
+    """A table service's one-off run, the same for every service without a command of its own (``ttl``,
+    ``logcompact``): schedule (its trigger and planning, as the daemon does), execute (the earliest pending
+    instant, or ``--instant``), or both."""
+    from hoodie.registry import service_named
+    from hoodie.table import Table
+
+    service = service_named(args.service)
+    hoodie_conf, spark_conf = _parse_conf(args.conf or [])
+    storage, lock = _open_for_service(args, hoodie_conf, service.name)
+    table = Table.load(storage)
+    settings = {**table.config.props, **hoodie_conf}
+    service.check_settings(settings)
+    not_here = service.applies_to(table.config)
+    if not_here is not None:
+        print(f"no {service.name} on {args.path}: {not_here}")
+        return 0
+    instant = args.instant
+    if args.mode in ("schedule", "schedule-and-execute"):
+        if args.instant:
+            raise ValueError(
+                f"--instant names a pending {service.name} to execute; schedule takes a fresh time"
+            )
+        scheduled = service.schedule(table, lock, settings)
+        if scheduled.instant is None:
+            print(f"no {service.name} scheduled: {scheduled.reason}")
+            if args.mode == "schedule" or not service.pending(Table.load(storage)):
+                return 0
+        else:
+            print(f"scheduled {service.name} {scheduled.instant.time}: {scheduled.reason}")
+            if args.mode == "schedule":
+                return 0
+            instant = scheduled.instant.time
+    return _run_pending(
+        args, service.name, storage, lock, instant, settings, spark_conf, use_spark=args.spark
+    )
+
+
+def _add_service_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], command: str, service: str, help: str
+) -> None:
+    p = sub.add_parser(command, help=help)
+    p.add_argument("path")
+    p.add_argument("--mode", choices=["schedule", "execute", "schedule-and-execute"], required=True)
+    p.add_argument("--instant", help=f"the pending {service} to execute (default: the earliest)")
+    p.add_argument("--spark", action="store_true", help="run the tasks as a Spark job (default: here)")
+    p.add_argument("--spark-master", default="local[*]", help="Spark master with --spark (default: local[*])")
+    p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
+    _add_storage_option(p)
+    p.set_defaults(func=_cmd_service, service=service)
+
+
+def _cmd_savepoint(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from hoodie.savepoint.savepoint import create_savepoint, delete_savepoint, read_savepoint, savepoints
+    from hoodie.table import Table
+
+    hoodie_conf, _ = _parse_conf(args.conf or [])
+    storage, lock = _open_for_service(args, hoodie_conf, "savepoint")
+    if args.action == "list":
+        table = Table.load(storage)
+        found = savepoints(table.timeline)
+        for instant in found:
+            md = read_savepoint(table, instant.time)
+            at = dt.datetime.fromtimestamp(md.savepointed_at / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+            files = sum(len(p.savepoint_data_file) for p in md.partition_metadata.values())
+            print(
+                f"{instant.time}  by {md.savepointed_by or '-'} at {at} UTC  {files} file(s)  {md.comments}"
+            )
+        if not found:
+            print(f"no savepoint on {args.path}")
+        return 0
+    if not args.instant:
+        raise ValueError(f"savepoint {args.action} needs the instant: hoodied savepoint {args.action} PATH T")
+    if args.action == "create":
+        result = create_savepoint(storage, lock, args.instant, user=args.user, comments=args.comments or "")
+        print(f"savepoint {args.instant} created: {result.files} file(s) kept from cleaning")
+    else:
+        delete_savepoint(storage, lock, args.instant)
+        print(f"savepoint {args.instant} deleted")
+    return 0
+
+
+def _cmd_restore(args: argparse.Namespace) -> int:
+    from hoodie.savepoint.restore import restore_to_savepoint
+
+    hoodie_conf, _ = _parse_conf(args.conf or [])
+    storage, lock = _open_for_service(args, hoodie_conf, "restore")
+    result = restore_to_savepoint(storage, lock, args.instant, settings=hoodie_conf)
+    print(
+        f"restore {result.instant.time} to savepoint {result.savepoint_time}"
+        + (" (an interrupted one, finished)" if result.resumed else "")
+        + f": {len(result.rolled_back)} instant(s) rolled back, {result.files_deleted} file(s) deleted; "
+        f"metadata table: {result.metadata_table}"
+    )
     return 0
 
 
@@ -567,6 +672,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
     _add_storage_option(p)
     p.set_defaults(func=_cmd_index)
+
+    _add_service_command(
+        sub,
+        "logcompact",
+        "logcompaction",
+        "merge a MOR slice's log blocks into one log file (log compaction)",
+    )
+    _add_service_command(sub, "ttl", "ttl", "delete partitions past their TTL (Hudi's partition TTL)")
+
+    p = sub.add_parser("savepoint", help="create, delete or list savepoints (as Hudi's savepoint commands)")
+    p.add_argument("action", choices=["create", "delete", "list"])
+    p.add_argument("path")
+    p.add_argument("instant", nargs="?", help="the completed commit to savepoint (create), or the savepoint")
+    p.add_argument("--user", help="who savepointed (default: the OS user)")
+    p.add_argument("--comments", help="a note kept with the savepoint")
+    p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* setting (locks)")
+    _add_storage_option(p)
+    p.set_defaults(func=_cmd_savepoint)
+
+    p = sub.add_parser("restore", help="roll the table back to a savepoint (as Hudi's restore)")
+    p.add_argument("path")
+    p.add_argument("instant", help="the savepoint to restore to")
+    p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* setting")
+    _add_storage_option(p)
+    p.set_defaults(func=_cmd_restore)
 
     p = sub.add_parser("archive", help="move old instants into the table's history (as Hudi's archiver)")
     p.add_argument("path")

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from hoodie import Table
+from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodied.cli import main
 from support.compare import assert_same_rows
 
@@ -122,3 +123,35 @@ def test_generate_writes_with_the_operation_asked(tmp_path: Path, capsys: pytest
     assert len(keys) > len(set(keys)), "bulk_insert repeats the keys it updates"
     with pytest.raises(SystemExit):
         main(["generate", str(tmp_path / "u"), "--operation", "merge"])
+
+
+def test_savepoint_restore_and_ttl_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The operator commands wired to the services: a savepoint is created and listed, a restore brings the
+    table back to it (our snapshot equals time travel to it taken before), the savepoint is deleted; ttl
+    schedules nothing on fresh data and says why."""
+    root = tmp_path / "t"
+    spec = GenerateSpec(table_type="COPY_ON_WRITE", table_version=8, rows=60, commits=3, partitions=2)
+    generate_table(str(root), spec)
+    table = Table.open(str(root))
+    saved = table.timeline.completed_writes()[1].time
+    at_savepoint = table.read(as_of=saved)
+    assert main(["savepoint", "create", str(root), saved, "--user", "ops", "--comments", "before"]) == 0
+    assert f"savepoint {saved} created" in capsys.readouterr().out
+    assert main(["savepoint", "list", str(root)]) == 0
+    listed = capsys.readouterr().out
+    assert saved in listed
+    assert "by ops" in listed
+    assert main(["restore", str(root), saved]) == 0
+    out = capsys.readouterr().out
+    assert f"to savepoint {saved}" in out
+    assert "1 instant(s) rolled back" in out
+    restored = Table.open(str(root))
+    assert [w.time for w in restored.timeline.completed_writes()][-1] == saved
+    assert_same_rows(restored.read(), at_savepoint, ["_hoodie_record_key"])
+    assert main(["savepoint", "delete", str(root), saved]) == 0
+    assert f"savepoint {saved} deleted" in capsys.readouterr().out
+    assert main(["savepoint", "list", str(root)]) == 0
+    assert "no savepoint" in capsys.readouterr().out
+    conf = ["--conf", "hoodie.partition.ttl.days.retain=30"]
+    assert main(["ttl", str(root), "--mode", "schedule-and-execute", *conf]) == 0
+    assert "no ttl scheduled" in capsys.readouterr().out

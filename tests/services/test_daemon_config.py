@@ -79,8 +79,8 @@ def test_retry_delay_doubles_up_to_the_cap() -> None:
         ("tables: [{path: /x, schedule: [compact]}]", "tables[0].schedule[0]: 'compact' is not one of"),
         (
             "tables: [{path: /x, schedule: [indexing]}]",
-            "tables[0].schedule[0]: 'indexing' is not one of compaction, clustering, clean: as in Hudi, an "
-            "index is built on request (hoodied index PATH --mode schedule",
+            "tables[0].schedule[0]: 'indexing' is not one of compaction, logcompaction, clustering, clean, "
+            "ttl: as in Hudi, an index is built on request (hoodied index PATH --mode schedule",
         ),
         (
             "tables: [{path: /x, services: [clean], schedule: [compaction]}]",

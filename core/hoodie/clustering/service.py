@@ -19,6 +19,7 @@ from hoodie.clustering.execute import (
     prepare_clustering,
     run_clustering_task,
 )
+from hoodie.clustering.layout import LayoutConfig
 from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
 from hoodie.lock import LockProvider
 from hoodie.storage import Storage
@@ -31,7 +32,7 @@ from hoodie.write.base_file import ParquetOptions
 
 class Clustering(TableService):
     name = "clustering"
-    priority = 2  # the most expensive
+    priority = 4  # the most expensive
 
     @property
     def verb(self) -> str:
@@ -75,6 +76,9 @@ class Clustering(TableService):
             instant_time,
             parquet=ParquetOptions.from_config(settings) if settings else None,
             view=table,
+            # A plan naming no layout (Hudi's never do) is ordered as this table's settings say, as Hudi's
+            # executors take it from their own config.
+            layout=LayoutConfig.from_config(settings) if settings else None,
         )
         rolled = len(prepared.rolled_back.deleted) if prepared.rolled_back else 0
 

@@ -34,7 +34,7 @@ from hoodie.write.base_file import ParquetOptions
 
 class Compaction(TableService):
     name = "compaction"
-    priority = 1  # keeps reads fast
+    priority = 2  # keeps reads fast
     merge_on_read_only = True
 
     @property

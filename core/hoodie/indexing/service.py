@@ -88,7 +88,7 @@ def merge_updates(instant_time: str, updates: Sequence[MetadataUpdate]) -> Metad
 
 class Indexing(TableService):
     name = "indexing"
-    priority = 3
+    priority = 5
     schedulable = False  # requested by an operator, with the indexes to build
     requested_by = (
         "as in Hudi, an index is built on request (hoodied index PATH --mode schedule, or Hudi's "

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from hoodie.registry import SCHEDULABLE
 from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodied.config import DaemonConfig
 from hoodied.errors import ServiceError
@@ -25,7 +24,7 @@ _MARKER_HEAD = "# hoodied demo:"
 DEFAULT_PATH = "./hoodied-demo"
 DEFAULT_PORT = 9464
 TABLE_NAME = "trips"
-SERVICES = SCHEDULABLE  # what the demo schedules
+SERVICES = ("compaction", "clustering", "clean")  # what the demo schedules
 
 #: The table services' settings: small triggers, so that a couple of minutes show each service at work.
 HOODIE_SETTINGS = {

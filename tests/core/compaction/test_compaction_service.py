@@ -94,7 +94,15 @@ def test_the_trigger_decides_on_the_view_it_is_handed(mor: tuple[Storage, FileSy
 
 
 def test_the_registry_names_every_service_once() -> None:
-    assert SERVICE_NAMES == ("compaction", "clustering", "clean", "indexing")
+    assert SERVICE_NAMES == (
+        "compaction",
+        "logcompaction",
+        "clustering",
+        "clean",
+        "indexing",
+        "ttl",
+        "archival",
+    )
     assert service_named("compaction") is COMPACTION
     assert len({service_named(n).priority for n in SERVICE_NAMES}) == len(SERVICE_NAMES)
     with pytest.raises(Exception, match="no table service 'compact'"):
