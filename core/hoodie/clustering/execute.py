@@ -112,6 +112,7 @@ from hoodie.write.service_commit import (
     without_meta_fields,
     written_rows,
 )
+from hoodie.write.service_instant import pending_instant, results_by_task
 
 logger = logging.getLogger(__name__)
 
@@ -234,20 +235,15 @@ def prepare_clustering(
     table = view if view is not None else Table.load(storage)
     check_clusterable(table)
     sweep_completed(storage, table.timeline.is_completed)
-    pending = pending_clusterings(table)
-    if instant_time is None:
-        if not pending:
-            raise NothingToCluster(f"{storage.uri} has no pending clustering")
-        instant = pending[0]
-    else:
-        found = table.timeline.get(instant_time)
-        if found is None or found not in pending:
-            completed = found is not None and found.is_completed and is_clustering(table, instant_time)
-            raise NothingToCluster(
-                f"clustering {instant_time} of {storage.uri} "
-                + ("has already completed" if completed else "is not a pending clustering on the timeline")
-            )
-        instant = found
+    instant = pending_instant(
+        table.timeline,
+        pending_clusterings(table),
+        instant_time,
+        what="clustering",
+        where=storage.uri,
+        completed=lambda t: is_clustering(table, t),
+        nothing=NothingToCluster,
+    )
     plan = clustering_plan_of(table, instant.time)
     if plan is None:  # pending_clusterings holds plans only
         raise CorruptTimelineFile(f"clustering {instant.time} of {storage.uri} holds no clustering plan")
@@ -691,14 +687,10 @@ def _check_results(
     storage: Storage, prepared: PreparedClustering, results: Sequence[TaskResult]
 ) -> list[WriteStat]:
     T = prepared.instant.time
-    by_index: dict[int, TaskResult] = {}
-    for r in results:
-        if r.index in by_index:
-            raise ClusteringFailed(f"clustering {T}: group {r.index} reported twice")
-        by_index[r.index] = r
-    missing = [t.index for t in prepared.tasks if t.index not in by_index]
-    if missing:
-        raise ClusteringFailed(f"clustering {T}: no result for group(s) {missing[:10]}")
+    indexes = [t.index for t in prepared.tasks]
+    by_index = results_by_task(
+        results, indexes, what=f"clustering {T}", unit="group", failed=ClusteringFailed
+    )
     inputs = {s.file_id for s in prepared.plan.slices}
     stats: list[WriteStat] = []
     for task in prepared.tasks:

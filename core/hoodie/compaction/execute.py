@@ -57,7 +57,7 @@ from hoodie.timeline.metadata import (
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.base_file import ParquetOptions, prefetched, write_base_file_chunks
 from hoodie.write.markers import Markers, sweep_completed
-from hoodie.write.rollback import RollbackResult, rollback_unfinished
+from hoodie.write.rollback import RollbackResult
 from hoodie.write.service_commit import (
     by_partition,
     check_still_inflight,
@@ -65,6 +65,7 @@ from hoodie.write.service_commit import (
     without_meta_fields,
     written_rows,
 )
+from hoodie.write.service_instant import pending_instant, restart_abandoned, results_by_task
 
 logger = logging.getLogger(__name__)
 
@@ -156,28 +157,21 @@ def prepare_compaction(
     table = view if view is not None else Table.load(storage)
     check_compactable(table)
     sweep_completed(storage, table.timeline.is_completed)
-    pending = pending_compactions(table)
-    if instant_time is None:
-        if not pending:
-            raise NothingToCompact(f"{storage.uri} has no pending compaction")
-        instant = pending[0]
-    else:
-        found = table.timeline.get(instant_time)
-        if found is None or found.action != COMPACTION:
-            completed = found is not None and table.timeline.was_compaction(instant_time)
-            raise NothingToCompact(
-                f"compaction {instant_time} of {storage.uri} "
-                + ("has already completed" if completed else "is not on the timeline")
-            )
-        instant = found
+    instant = pending_instant(
+        table.timeline,
+        pending_compactions(table),
+        instant_time,
+        what="compaction",
+        where=storage.uri,
+        completed=table.timeline.was_compaction,
+        nothing=NothingToCompact,
+    )
     plan = decode_compaction_plan(
         storage.read(table.timeline.file_of(instant.time, State.REQUESTED)), base_path=storage.uri
     )
-    rolled_back = None
-    if instant.state is State.INFLIGHT:
-        groups = [(op.partition_path, op.file_id) for op in plan.operations]
-        rolled_back = rollback_unfinished(storage, lock, instant, groups, time_generator=generator)
-        instant = Instant(instant.time, instant.action, State.REQUESTED)
+    groups = [(op.partition_path, op.file_id) for op in plan.operations]
+    instant, rolled_back = restart_abandoned(storage, lock, instant, groups, generator)
+    if rolled_back is not None:
         table = Table.load(storage)
     writer_schema = table.latest_avro_schema() or table.config.create_schema
     if not writer_schema:
@@ -383,14 +377,10 @@ def _check_results(
     storage: Storage, prepared: PreparedCompaction, results: Sequence[TaskResult]
 ) -> list[WriteStat]:
     T = prepared.instant.time
-    by_index: dict[int, TaskResult] = {}
-    for r in results:
-        if r.index in by_index:
-            raise CompactionFailed(f"compaction {T}: operation {r.index} reported twice")
-        by_index[r.index] = r
-    missing = [t.index for t in prepared.tasks if t.index not in by_index]
-    if missing:
-        raise CompactionFailed(f"compaction {T}: no result for operation(s) {missing[:10]}")
+    indexes = [t.index for t in prepared.tasks]
+    by_index = results_by_task(
+        results, indexes, what=f"compaction {T}", unit="operation", failed=CompactionFailed
+    )
     stats = []
     for task in prepared.tasks:
         stat = by_index[task.index].stat

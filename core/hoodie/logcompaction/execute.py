@@ -79,13 +79,14 @@ from hoodie.timeline.metadata import (
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.base_file import with_meta_fields
 from hoodie.write.markers import IOType, Markers, sweep_completed
-from hoodie.write.rollback import RollbackResult, files_written_by, rollback_unfinished
+from hoodie.write.rollback import RollbackResult, files_written_by
 from hoodie.write.service_commit import (
     by_partition,
     check_still_inflight,
     complete_rewrite,
     without_meta_fields,
 )
+from hoodie.write.service_instant import pending_instant, restart_abandoned, results_by_task
 
 logger = logging.getLogger(__name__)
 
@@ -190,28 +191,22 @@ def prepare_log_compaction(
     check_log_compactable(table)
     sweep_completed(storage, table.timeline.is_completed)
     options = settings or LogCompactionConfig.from_config(table.config.props)
-    pending = pending_log_compactions(table)
-    if instant_time is None:
-        if not pending:
-            raise NothingToLogCompact(f"{storage.uri} has no pending log compaction")
-        instant = pending[0]
-    else:
-        found = table.timeline.get(instant_time)
-        if found is None or found.action != LOG_COMPACTION:
-            completed = found is not None and table.timeline.requested_action(instant_time) == LOG_COMPACTION
-            raise NothingToLogCompact(
-                f"log compaction {instant_time} of {storage.uri} "
-                + ("has already completed" if completed else "is not on the timeline")
-            )
-        instant = found
+    timeline = table.timeline
+    instant = pending_instant(
+        timeline,
+        pending_log_compactions(table),
+        instant_time,
+        what="log compaction",
+        where=storage.uri,
+        completed=lambda t: timeline.requested_action(t) == LOG_COMPACTION,
+        nothing=NothingToLogCompact,
+    )
     plan = decode_compaction_plan(
         storage.read(table.timeline.file_of(instant.time, State.REQUESTED)), base_path=storage.uri
     )
-    rolled_back = None
-    if instant.state is State.INFLIGHT:
-        groups = [(op.partition_path, op.file_id) for op in plan.operations]
-        rolled_back = rollback_unfinished(storage, lock, instant, groups, time_generator=generator)
-        instant = Instant(instant.time, instant.action, State.REQUESTED)
+    groups = [(op.partition_path, op.file_id) for op in plan.operations]
+    instant, rolled_back = restart_abandoned(storage, lock, instant, groups, generator)
+    if rolled_back is not None:
         table = Table.load(storage)
     schema = table.latest_avro_schema() or table.config.create_schema
     if not schema:
@@ -523,14 +518,10 @@ def _check_results(
     storage: Storage, prepared: PreparedLogCompaction, results: Sequence[TaskResult]
 ) -> list[WriteStat]:
     T = prepared.instant.time
-    by_index: dict[int, TaskResult] = {}
-    for r in results:
-        if r.index in by_index:
-            raise LogCompactionFailed(f"log compaction {T}: operation {r.index} reported twice")
-        by_index[r.index] = r
-    missing = [t.index for t in prepared.tasks if t.index not in by_index]
-    if missing:
-        raise LogCompactionFailed(f"log compaction {T}: no result for operation(s) {missing[:10]}")
+    indexes = [t.index for t in prepared.tasks]
+    by_index = results_by_task(
+        results, indexes, what=f"log compaction {T}", unit="operation", failed=LogCompactionFailed
+    )
     stats = []
     for task in prepared.tasks:
         result = by_index[task.index]
