@@ -21,12 +21,14 @@ from hoodie.errors import StorageError
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.storage.local import LocalBackend
+from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.instant import State
 from hoodied.config import DaemonConfig
 from hoodied.coordination import EmbeddedCoordination
 from hoodied.health import Heartbeats
 from hoodied.metrics import Metrics
 from hoodied.supervisor import Supervisor
+from support.compare import assert_same_rows
 from support.daemon_tables import assert_same_snapshot, mor_table, snapshot
 from support.replicas import start_daemon
 
@@ -229,3 +231,35 @@ def test_a_read_only_table_keeps_its_pending_work_in_view(tmp_path: Path, spark:
     assert outcome.kind == "failed"
     assert "cannot claim" in outcome.message
     assert _value(s, "hoodied_jobs_failed_total", table="orders", action=items[0].service, kind="failed") == 1
+
+
+def test_the_daemon_schedules_and_runs_log_compaction(tmp_path: Path, spark: Any) -> None:
+    """A service added to the registry is run by the daemon like the others: log compaction is scheduled
+    where ``schedule`` lists it, claimed and run as a Spark job, and counted; the rows stay the same."""
+    root = tmp_path / "orders"
+    spec = GenerateSpec(table_version=8, rows=200, commits=5, partitions=1, seed=5, update_fraction=0.5)
+    generate_table(str(root), spec)
+    before = Table.open(str(root)).read()
+    config = DaemonConfig.parse(
+        textwrap.dedent(
+            f"""
+            metrics: {{port: null}}
+            tables:
+              - path: {root}
+                name: orders
+                schedule: [logcompaction]
+                hoodie: {{hoodie.log.compaction.blocks.threshold: '3'}}
+            """
+        )
+    )
+    s = _supervisor(config, spark, Clock())
+    _pass(s)
+    table = Table.open(str(root))
+    done = [
+        i for i in table.timeline.completed() if table.timeline.requested_action(i.time) == "logcompaction"
+    ]
+    assert len(done) == 1, [str(i) for i in table.timeline]
+    assert _value(s, "hoodied_instants_scheduled_total", table="orders", action="logcompaction") == 1
+    assert _value(s, "hoodied_jobs_succeeded_total", table="orders", action="logcompaction") == 1
+    assert not table.timeline.pending()
+    assert_same_rows(table.read(), before, ["_hoodie_record_key", "_hoodie_partition_path"])
