@@ -104,6 +104,20 @@ class ServiceJob(Generic[TaskT, ResultT]):
     in_driver: bool = False
     #: Files of an abandoned earlier attempt that ``prepare`` rolled back.
     rolled_back_files: int = 0
+    #: The table's name (``hoodie.table.name``), for job names.
+    table_name: str = ""
+    #: Each task's input bytes as its plan states them (:func:`plan_bytes`), in task order; empty when the
+    #: plan states none (the job is then sized by its task count alone).
+    task_bytes: tuple[int, ...] = ()
+
+
+def plan_bytes(metrics: Mapping[str, float]) -> int:
+    """The bytes a plan's unit of work reads, from its metrics as Hudi's planners (and ours) write them:
+    ``TOTAL_IO_READ_MB`` (base and log files, whole MB), else ``TOTAL_LOG_FILES_SIZE`` (bytes), else 0."""
+    read_mb = metrics.get("TOTAL_IO_READ_MB")
+    if read_mb:
+        return int(read_mb * 1024 * 1024)
+    return int(metrics.get("TOTAL_LOG_FILES_SIZE") or 0)
 
 
 class TableService(abc.ABC):

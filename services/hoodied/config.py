@@ -19,6 +19,7 @@ Every key, its default and its meaning (the README's configuration reference is 
       conf: {spark.executor.memory: 4g}
       max_concurrent_jobs: 2      # jobs running at once in this replica
       fair_pools: true            # spark.scheduler.mode=FAIR, one pool per action
+      ship_code: auto             # zip hoodie+hoodied to executors: auto (non-local masters) | always | never
     metrics:
       host: 0.0.0.0               # /metrics, /healthz, /readyz, /status (every interface: probes, Prometheus)
       port: 9464                  # 0: a free port (logged); null: no HTTP server
@@ -72,6 +73,7 @@ import yaml
 from hoodie.errors import HoodieError
 from hoodie.registry import SCHEDULABLE, SERVICE_NAMES, SERVICES, service_named
 from hoodied.errors import ServiceError
+from hoodied.executor_code import SHIP_MODES
 from hoodied.keys import check_keys
 
 _T = TypeVar("_T")
@@ -267,6 +269,8 @@ class SparkSettings:
     conf: Mapping[str, str] = field(default_factory=dict)
     max_concurrent_jobs: int = 2
     fair_pools: bool = True
+    #: Whether jobs ship hoodied's code to the executors (:mod:`hoodied.executor_code`): auto, always, never.
+    ship_code: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -459,6 +463,7 @@ def _spark(s: _Section) -> SparkSettings:
         conf=conf,
         max_concurrent_jobs=s.get("max_concurrent_jobs", 2, _int(1)),
         fair_pools=s.get("fair_pools", True, _bool),
+        ship_code=s.get("ship_code", "auto", _choice(*SHIP_MODES)),
     )
     s.done()
     return out

@@ -94,7 +94,12 @@ def spark_config(config: DaemonConfig, work_dir: str | None = None) -> SparkConf
         conf.setdefault("spark.scheduler.mode", "FAIR")
         if work_dir is not None and "spark.scheduler.allocation.file" not in conf:
             conf["spark.scheduler.allocation.file"] = _write_pools(work_dir)
-    return SparkConfig(master=config.spark.master, app_name=f"hoodied-{config.replica}", conf=conf)
+    return SparkConfig(
+        master=config.spark.master,
+        app_name=f"hoodied-{config.replica}",
+        conf=conf,
+        ship_code=config.spark.ship_code,
+    )
 
 
 def _write_pools(work_dir: str) -> str:

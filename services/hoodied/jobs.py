@@ -4,8 +4,13 @@ of work, Hudi-style write tokens) or on threads in the driver (jobs too small fo
 hand), and commits it; a failed task gets a readable reason.
 
 A job runs in the job group ``hoodied-<action>-<instant>`` so that it can be cancelled as a whole (a lost
-claim, a shutdown). Each task's write token is Spark's ``<partition id>-<stage id>-<task attempt id>``, as
-Hudi's: a retried or speculative attempt writes files of its own, which the driver deletes before it commits.
+claim, a shutdown), and is named ``hoodied <action> <table> <instant>: <size>`` in the Spark UI and event log.
+Its size (tasks, plan bytes, CPUs a task) and whether it runs on executors at all follow
+:mod:`hoodied.job_sizing`. Every task first checks that its executor runs the driver's code
+(:mod:`hoodied.executor_code`).
+
+Each task's write token is Spark's ``<partition id>-<stage id>-<task attempt id>``, as Hudi's: a retried
+or speculative attempt writes files of its own, which the driver deletes before it commits.
 
 When a task fails, Spark ends the job at once while the other tasks of the attempt may still be running (a
 killed Python worker dies up to ``spark.python.task.killTimeout`` later): rolling back then would race them,
@@ -27,6 +32,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyspark import TaskContext
+from pyspark.resource import ResourceProfile, ResourceProfileBuilder, TaskResourceRequests
 
 from hoodie.errors import HoodieError
 from hoodie.lock import LockProvider
@@ -35,6 +41,8 @@ from hoodie.table import Table
 from hoodie.table_service import Done, Fence, ServiceJob, TableService
 from hoodie.write.rollback import rollback_unfinished
 from hoodied.errors import CORRUPT_DATA_ERRORS, CorruptData, JobFailed
+from hoodied.executor_code import CodeStamp, check_code, code_stamp
+from hoodied.job_sizing import ExecutorShape, JobSize, SizingSettings, size_job
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -60,6 +68,7 @@ class JobRun:
     tasks: int
     on_executors: bool  # the tasks ran as a Spark job (not on the driver's threads)
     rolled_back_files: int  # files of an abandoned earlier attempt rolled back first
+    size: JobSize
 
 
 def run_service_job(
@@ -72,18 +81,26 @@ def run_service_job(
     settings: Mapping[str, str] | None = None,
     fence: Fence | None = None,
     table: Table | None = None,
+    sizing: SizingSettings | None = None,
 ) -> JobRun:
     """Run ``service``'s pending instant at ``instant_time`` (default: the earliest) and commit it.
 
     The caller holds the instant's claim (``fence`` re-checks it before any rollback and the commit).
     ``settings`` are the table's properties overlaid with the operator's (default: the table's own);
     ``table`` a view read after the claim was taken (saves the prepare step a load). Without ``spark``,
-    or for a job that says it is small, the tasks run on threads in the driver.
+    or for a job that is small (its service says so, or ``sizing`` does), the tasks run on threads in the
+    driver.
     """
     started = time.monotonic()
     job = service.prepare(storage, lock, instant_time, settings or {}, table)
-    on_executors = spark is not None and not job.in_driver and bool(job.tasks)
+    executor = None
+    if spark is not None:
+        sc = spark.sparkContext
+        executor = ExecutorShape.from_conf(dict(sc.getConf().getAll()), sc.master or "local")
+    size = size_job(job.task_bytes, len(job.tasks), sizing or SizingSettings(), executor)
+    on_executors = spark is not None and not job.in_driver and not size.in_driver and bool(job.tasks)
     T = job.instant.time
+    table_name = job.table_name or storage.uri.rstrip("/").rsplit("/", 1)[-1]
     try:
         if on_executors:
             assert spark is not None
@@ -91,20 +108,24 @@ def run_service_job(
             results = run_tasks(
                 spark,
                 group,
-                f"{job.service} {T} of {storage.uri}",
+                f"hoodied {job.service} {table_name} {T}: {size.describe()}",
                 job.tasks,
-                partial(_run_task, job.run_task),
+                partial(_run_task, job.run_task, code_stamp()),
+                task_cpus=size.task_cpus,
             )
         else:
             results = _run_in_driver(job)
     except Exception as e:  # Py4JJavaError carries the Python traceback of the failed task
         _failed(e, spark if on_executors else None, storage, lock, job, fence)
     done = job.commit(results, fence)
-    return JobRun(done, time.monotonic() - started, len(job.tasks), on_executors, job.rolled_back_files)
+    seconds = time.monotonic() - started
+    return JobRun(done, seconds, len(job.tasks), on_executors, job.rolled_back_files, size)
 
 
-def _run_task(run_task: Callable[[Any, str], _R], task: Any) -> _R:
-    """An executor's side of a task: the service's ``run_task`` with the attempt's write token."""
+def _run_task(run_task: Callable[[Any, str], _R], code: CodeStamp, task: Any) -> _R:
+    """An executor's side of a task: the code check, then the service's ``run_task`` with the attempt's
+    write token."""
+    check_code(code)
     return run_task(task, write_token(getattr(task, "index", 0)))
 
 
@@ -157,18 +178,33 @@ def write_token(fallback_index: int) -> str:
 
 
 def run_tasks(
-    spark: SparkSession, group: str, description: str, tasks: Sequence[_T], fn: Callable[[_T], _R]
+    spark: SparkSession,
+    group: str,
+    description: str,
+    tasks: Sequence[_T],
+    fn: Callable[[_T], _R],
+    *,
+    task_cpus: int = 1,
 ) -> list[_R]:
-    """Run ``fn`` on every task, one Spark task each, in job group ``group``; returns the results in task
-    order. A failed task raises whatever Spark raised (see :func:`task_error`)."""
+    """Run ``fn`` on every task, one Spark task each, in job group ``group`` named ``description``, each
+    task taking ``task_cpus`` CPUs (a stage-level profile; local mode ignores it); returns the results in
+    task order. A failed task raises whatever Spark raised (see :func:`task_error`)."""
     if not tasks:
         return []
     sc = spark.sparkContext
     sc.setJobGroup(group, description, interruptOnCancel=True)
     try:
-        return sc.parallelize(list(tasks), len(tasks)).map(fn).collect()
+        rdd = sc.parallelize(list(tasks), len(tasks))
+        if task_cpus > 1 and not (sc.master or "local").startswith("local"):
+            rdd = rdd.withResources(_task_profile(task_cpus))
+        return rdd.map(fn).collect()
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+
+def _task_profile(cpus: int) -> ResourceProfile:
+    """A task resource profile of ``cpus`` CPUs on the session's default executors."""
+    return ResourceProfileBuilder().require(TaskResourceRequests().cpus(cpus)).build
 
 
 def wait_for_group(spark: SparkSession, group: str, timeout: float, poll: float = 0.1) -> bool:

@@ -2,7 +2,10 @@
 
 Defaults: ``local[*]`` inside the process, the Spark UI off, the driver bound to 127.0.0.1 when the master is
 local, and Python workers running this interpreter (so they import the same ``hoodie``). Any ``spark.*``
-setting given by the user wins over these defaults.
+setting given by the user wins over these defaults. On a cluster (``spark://``, ``k8s://``, ``yarn``) the
+executors run ``spark.pyspark.python`` or else ``PYSPARK_PYTHON`` (Spark's default ``python3`` when both are
+unset: the driver's interpreter path means nothing on another host) and get hoodied's code shipped with the
+session unless ``ship_code`` says otherwise (:mod:`hoodied.executor_code`).
 
 Spark's JVM logs through ``log4j2.properties`` of this package (unless the user's
 ``spark.driver.extraJavaOptions`` names a log4j configuration of its own): warnings and errors, and not a
@@ -13,6 +16,7 @@ task, twice; hoodied reports each failure itself, as the one line that says what
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -22,9 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hoodied.errors import ServiceError
+from hoodied.executor_code import code_stamp, ship_code, should_ship
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MASTER = "local[*]"
 LOCAL_DEFAULTS: Mapping[str, str] = {
@@ -42,6 +49,8 @@ DEFAULTS: Mapping[str, str] = {
 #: hoodied's log4j 2 configuration of Spark's JVM (see the module doc).
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+#: The executors' Python (Spark's key; PySpark itself reads only ``PYSPARK_PYTHON``, which it becomes).
+EXECUTOR_PYTHON = "spark.pyspark.python"
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,8 @@ class SparkConfig:
     master: str = DEFAULT_MASTER
     app_name: str = "hoodied"
     conf: Mapping[str, str] = field(default_factory=dict)
+    #: Whether the session ships hoodied's code to its executors (:func:`~hoodied.executor_code.should_ship`).
+    ship_code: str = "auto"
 
     def settings(self) -> dict[str, str]:
         """Every ``spark.*`` setting the session is built with (defaults, then the user's)."""
@@ -75,9 +86,12 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
     config = config or SparkConfig()
     if not java_available():
         raise ServiceError("Spark needs a Java runtime (17 or later): install openjdk-17-jre-headless")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    executor_python = config.settings().get(EXECUTOR_PYTHON)
+    if executor_python:  # PySpark takes the executors' Python from the environment only
+        os.environ["PYSPARK_PYTHON"] = executor_python
     if config.master.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "hostname resolves to a loopback" warning
     try:
         from pyspark.sql import SparkSession
@@ -88,6 +102,9 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    if should_ship(config.ship_code, config.master):
+        path = ship_code(session.sparkContext)
+        logger.info("Spark jobs ship %s to the executors (%s)", code_stamp(), path)
     return session
 
 

@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -18,8 +18,16 @@ START_TIMEOUT_SECONDS = 60.0
 class ServerProcess:
     """One server; :meth:`start` waits until ``ready()`` is true, :meth:`stop` kills it by its PID."""
 
-    def __init__(self, name: str, command: Sequence[str], log: Path, ready: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        name: str,
+        command: Sequence[str],
+        log: Path,
+        ready: Callable[[], bool],
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.name = name
+        self.env = dict(env) if env is not None else None
         self.command = list(command)
         self.log = log
         self._ready = ready
@@ -29,7 +37,7 @@ class ServerProcess:
     def start(self, timeout: float = START_TIMEOUT_SECONDS) -> None:
         self._out = self.log.open("wb")
         self._process = subprocess.Popen(
-            self.command, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True
+            self.command, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True, env=self.env
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

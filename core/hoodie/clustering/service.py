@@ -24,7 +24,15 @@ from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
 from hoodie.lock import LockProvider
 from hoodie.storage import Storage
 from hoodie.table import Table
-from hoodie.table_service import Done, Fence, Scheduled, ServiceJob, TableService, rolled_back_note
+from hoodie.table_service import (
+    Done,
+    Fence,
+    Scheduled,
+    ServiceJob,
+    TableService,
+    plan_bytes,
+    rolled_back_note,
+)
 from hoodie.timeline.instant import Instant
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.write.base_file import ParquetOptions
@@ -93,6 +101,8 @@ class Clustering(TableService):
             commit,
             rollback_groups=tuple((p, None) for p in prepared.partitions),
             rolled_back_files=rolled,
+            table_name=prepared.config.name,
+            task_bytes=tuple(plan_bytes(unit.metrics) for unit in prepared.plan.input_groups),
         )
 
 

@@ -26,7 +26,15 @@ from hoodie.lock import LockProvider
 from hoodie.metadata_table import refuse_metadata_table
 from hoodie.storage import Storage
 from hoodie.table import Table
-from hoodie.table_service import Done, Fence, Scheduled, ServiceJob, TableService, rolled_back_note
+from hoodie.table_service import (
+    Done,
+    Fence,
+    Scheduled,
+    ServiceJob,
+    TableService,
+    plan_bytes,
+    rolled_back_note,
+)
 from hoodie.timeline.instant import Instant
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.write.base_file import ParquetOptions
@@ -95,6 +103,8 @@ class Compaction(TableService):
             commit,
             rollback_groups=tuple((op.partition_path, op.file_id) for op in prepared.plan.operations),
             rolled_back_files=rolled,
+            table_name=prepared.config.name,
+            task_bytes=tuple(plan_bytes(unit.metrics) for unit in prepared.plan.operations),
         )
 
 

@@ -138,7 +138,15 @@ class Indexing(TableService):
             update = merge_updates(instant.time, results)
             return _done(complete_indexing(storage, lock, instant, update, seen, fence=fence), len(tasks))
 
-        return ServiceJob(self.name, instant, tasks, build_share, commit)
+        return ServiceJob(
+            self.name,
+            instant,
+            tasks,
+            build_share,
+            commit,
+            table_name=view.config.name,
+            task_bytes=tuple(sum(s.base_file_size + sum(s.log_file_sizes) for s in t.slices) for t in tasks),
+        )
 
 
 def _done(result: IndexingResult, tasks: int) -> Done:

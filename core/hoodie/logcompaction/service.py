@@ -27,7 +27,15 @@ from hoodie.logcompaction.trigger import LogCompactionConfig
 from hoodie.metadata_table import refuse_metadata_table
 from hoodie.storage import Storage
 from hoodie.table import Table
-from hoodie.table_service import Done, Fence, Scheduled, ServiceJob, TableService, rolled_back_note
+from hoodie.table_service import (
+    Done,
+    Fence,
+    Scheduled,
+    ServiceJob,
+    TableService,
+    plan_bytes,
+    rolled_back_note,
+)
 from hoodie.timeline.instant import Instant
 from hoodie.timeline.instant_time import InstantTimeGenerator
 
@@ -93,6 +101,8 @@ class LogCompaction(TableService):
             commit,
             rollback_groups=prepared.groups,
             rolled_back_files=rolled,
+            table_name=prepared.config.name,
+            task_bytes=tuple(plan_bytes(unit.metrics) for unit in prepared.plan.operations),
         )
 
 

@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from hoodie.errors import FileAlreadyExists
 from hoodie.storage.backend import Backend, FileInfo, KeyInfo, RequestCounter, format_options
-from hoodie.storage.options import Location, backend_for
+from hoodie.storage.options import Location, backend_for, portable_options
 from hoodie.storage.paths import check_relative, join
 
 
@@ -79,8 +79,10 @@ class Storage:
         return cls(location.backend, location.root, uri, options)
 
     def ref(self) -> StorageRef:
-        """What opens this storage again in another process."""
-        return StorageRef(self.uri, tuple(sorted(self.options.items())))
+        """What opens this storage again in another process, on any host: its options, and the store's
+        credential variables of this process's environment that they leave open
+        (:func:`~hoodie.storage.options.portable_options`)."""
+        return StorageRef(self.uri, tuple(sorted(portable_options(self.uri, self.options).items())))
 
     def child(self, folder: str) -> Storage:
         """The storage rooted at ``folder`` below this one, on the same backend with the same options (the

@@ -19,10 +19,18 @@ work in each:
 Schemes: ``s3``, ``s3a`` (S3 and S3-compatible stores), ``gs``, ``gcs`` (GCS), ``az``, ``abfs``, ``abfss``
 (Azure: ``abfs[s]://container@account.dfs.core.windows.net/path``), a local path or ``file://``, and
 ``hdfs`` (through pyarrow, without create-if-absent).
+
+Tasks that run on other hosts (Spark executors of a cluster) open the storage from a
+:class:`~hoodie.storage.StorageRef`, which carries :func:`portable_options`: the storage options plus the
+driver's own credential and endpoint variables (the static ones listed in :data:`ENVIRONMENT_KEYS`) for any
+setting the options leave open, so an executor reaches the store exactly as the driver does without
+credentials in Spark's configuration. Credentials held in files (``GOOGLE_APPLICATION_CREDENTIALS``, an AWS
+web identity token) are not carried: they name paths on the driver's host; executors use their own.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlparse
@@ -53,6 +61,28 @@ _CLIENT_KEYS = frozenset(
 )
 CONDITIONAL_PUT = "conditional_put"
 
+#: The environment variables a task carries to other hosts, per store, with the option each stands for.
+ENVIRONMENT_KEYS: Mapping[str, Mapping[str, str]] = {
+    "s3": {
+        "AWS_ACCESS_KEY_ID": "access_key_id",
+        "AWS_SECRET_ACCESS_KEY": "secret_access_key",
+        "AWS_SESSION_TOKEN": "session_token",
+        "AWS_DEFAULT_REGION": "region",
+        "AWS_REGION": "region",  # wins over AWS_DEFAULT_REGION, as in the AWS SDKs
+        "AWS_ENDPOINT": "endpoint",
+        "AWS_ENDPOINT_URL": "endpoint",
+        "AWS_ALLOW_HTTP": "allow_http",
+    },
+    "gs": {"GOOGLE_SERVICE_ACCOUNT_KEY": "service_account_key"},
+    "az": {
+        "AZURE_STORAGE_ACCOUNT_NAME": "account_name",
+        "AZURE_STORAGE_ACCOUNT_KEY": "account_key",
+        "AZURE_STORAGE_SAS_TOKEN": "sas_token",
+        "AZURE_STORAGE_USE_EMULATOR": "use_emulator",
+    },
+}
+_OPTION_PREFIXES = ("aws_", "azure_storage_", "azure_", "google_")
+
 
 @dataclass(frozen=True)
 class Location:
@@ -69,8 +99,6 @@ def backend_for(uri: str, options: Mapping[str, str] | None = None) -> Location:
     scheme = parsed.scheme.lower()
     opts = {str(k): str(v) for k, v in (options or {}).items()}
     if scheme in ("", "file") or len(scheme) == 1:  # a path (or a Windows drive letter)
-        import os
-
         local = parsed.path if scheme == "file" else uri
         return Location(LocalBackend(), os.path.abspath(local))
     store_kind = _STORE_OF_SCHEME.get(scheme)
@@ -100,6 +128,41 @@ def backend_for(uri: str, options: Mapping[str, str] | None = None) -> Location:
     except (pa.ArrowException, ValueError, TypeError) as e:
         raise StorageError(f"cannot open storage for {uri!r}: {e}") from e
     return Location(ArrowFsBackend(fs, scheme), root.rstrip("/"))
+
+
+def portable_options(
+    uri: str, options: Mapping[str, str], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """``options`` plus the driver's environment variables of ``uri``'s store (:data:`ENVIRONMENT_KEYS`)
+    for every setting ``options`` leave open: what opens the same store on another host (see the module
+    doc). Local paths and other schemes get ``options`` unchanged."""
+    out = {str(k): str(v) for k, v in options.items()}
+    kind = _STORE_OF_SCHEME.get(urlparse(uri).scheme.lower())
+    if kind is None:
+        return out
+    env = os.environ if environ is None else environ
+    configured = {_canonical(kind, k) for k in out}
+    if "endpoint_override" in out:
+        configured.add("endpoint")
+    carried: dict[str, str] = {}
+    for variable, option in ENVIRONMENT_KEYS[kind].items():
+        value = env.get(variable)
+        if value and option not in configured:
+            carried[option] = value
+    return {**carried, **out}
+
+
+def _canonical(kind: str, key: str) -> str:
+    """The store's own name of an option however it is spelt (``AWS_REGION``, ``aws_region``, ``region``;
+    pyarrow's ``access_key``)."""
+    k = key.strip().lower()
+    for prefix in _OPTION_PREFIXES:
+        if k.startswith(prefix):
+            k = k[len(prefix) :]
+            break
+    if kind == "s3":
+        k = _PYARROW_S3.get(k, k)
+    return {"endpoint_url": "endpoint"}.get(k, k)
 
 
 def _bucket_and_root(kind: str, parsed: object) -> tuple[str, str]:
@@ -143,4 +206,4 @@ def _store_config(kind: str, opts: dict[str, str], parsed: object) -> tuple[dict
     return config, client
 
 
-__all__ = ["CONDITIONAL_PUT", "Location", "backend_for"]
+__all__ = ["CONDITIONAL_PUT", "ENVIRONMENT_KEYS", "Location", "backend_for", "portable_options"]
