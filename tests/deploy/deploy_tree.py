@@ -19,9 +19,11 @@ RULES_TESTS = DEPLOY / "prometheus" / "hoodied-rules.test.yaml"
 DASHBOARD = DEPLOY / "grafana" / "hoodied-dashboard.json"
 
 #: Every kustomization in deploy/, by its path relative to deploy/.
-KUSTOMIZATIONS = ("base", "overlays/dev", "overlays/production", "examples/zookeeper")
+KUSTOMIZATIONS = ("base", "overlays/dev", "overlays/spark-k8s", "overlays/production", "examples/zookeeper")
 #: The ones that deploy hoodied (the ZooKeeper example does not).
-HOODIED_KUSTOMIZATIONS = ("base", "overlays/dev", "overlays/production")
+HOODIED_KUSTOMIZATIONS = ("base", "overlays/dev", "overlays/spark-k8s", "overlays/production")
+#: The ones whose Spark drivers run executor pods (spark.master k8s://...); the others run Spark in the pod.
+SPARK_K8S_KUSTOMIZATIONS = ("overlays/spark-k8s", "overlays/production")
 
 
 @cache

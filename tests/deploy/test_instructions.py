@@ -33,8 +33,9 @@ def test_one_image_name_and_tag_everywhere() -> None:
     for kustomization in HOODIED_KUSTOMIZATIONS:
         deployment = find(rendered(kustomization), "Deployment", "hoodied")
         refs.update(c["image"] for c in deployment["spec"]["template"]["spec"]["containers"])
-    production = yaml.safe_load((REPO_ROOT / "deploy/overlays/production/hoodied.yaml").read_text())
-    refs.add(production["spark"]["conf"]["spark.kubernetes.container.image"])
+    for overlay in ("spark-k8s", "production"):
+        config = yaml.safe_load((REPO_ROOT / f"deploy/overlays/{overlay}/hoodied.yaml").read_text())
+        refs.add(config["spark"]["conf"]["spark.kubernetes.container.image"])
     assert refs == {IMAGE}
 
 
@@ -54,7 +55,7 @@ def test_the_docker_run_example_reaches_its_metrics_and_mounts_its_tables(text: 
         assert any(table.path.startswith(dst.rstrip("/") + "/") for _, dst, *_ in mounts), table.path
 
 
-@pytest.mark.parametrize("kustomization", ["overlays/dev", "overlays/production"])
+@pytest.mark.parametrize("kustomization", ["overlays/dev", "overlays/spark-k8s", "overlays/production"])
 def test_an_overlay_creates_its_namespace(kustomization: str) -> None:
     objects = rendered(kustomization)
     deployment = find(objects, "Deployment", "hoodied")

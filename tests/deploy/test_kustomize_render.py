@@ -12,10 +12,22 @@ from typing import Any
 
 import pytest
 import yaml
-from deploy_tree import DEPLOY, HOODIED_KUSTOMIZATIONS, KUSTOMIZATIONS, find, rendered
+from deploy_tree import (
+    DEPLOY,
+    HOODIED_KUSTOMIZATIONS,
+    KUSTOMIZATIONS,
+    SPARK_K8S_KUSTOMIZATIONS,
+    find,
+    rendered,
+)
 from kustomize import KustomizeError, config_map_hash, render, strategic_merge
 
-NAMESPACES = {"base": "hoodied", "overlays/dev": "hoodied-dev", "overlays/production": "hoodied"}
+NAMESPACES = {
+    "base": "hoodied",
+    "overlays/dev": "hoodied-dev",
+    "overlays/spark-k8s": "hoodied",
+    "overlays/production": "hoodied",
+}
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -132,7 +144,11 @@ def test_the_config_map_gets_a_content_hash_and_the_deployment_follows_it(kustom
             assert obj["metadata"]["name"] == NAMESPACES[kustomization]
         else:
             assert obj["metadata"]["namespace"] == NAMESPACES[kustomization], _key(obj)
-    binding = find(objects, "RoleBinding", "hoodied")
+
+
+@pytest.mark.parametrize("kustomization", SPARK_K8S_KUSTOMIZATIONS)
+def test_the_role_binding_names_the_account_in_its_namespace(kustomization: str) -> None:
+    binding = find(rendered(kustomization), "RoleBinding", "hoodied")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "hoodied", "namespace": NAMESPACES[kustomization]}
     ]
@@ -141,12 +157,12 @@ def test_the_config_map_gets_a_content_hash_and_the_deployment_follows_it(kustom
 def test_overlays_replace_the_configuration_file() -> None:
     base = find(rendered("base"), "ConfigMap", "hoodied-config")
     names = {base["metadata"]["name"]}
-    for overlay in ("dev", "production"):
+    for overlay in ("dev", "spark-k8s", "production"):
         config_map = find(rendered(f"overlays/{overlay}"), "ConfigMap", "hoodied-config")
         source = DEPLOY / "overlays" / overlay / "hoodied.yaml"
         assert config_map["data"] == {"hoodied.yaml": source.read_text(encoding="utf-8")}
         names.add(config_map["metadata"]["name"])
-    assert len(names) == 3, names
+    assert len(names) == 4, names
 
 
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)

@@ -1,7 +1,7 @@
 """The rendered manifests are valid Kubernetes objects (strict schemas of a recent Kubernetes, offline), the
 Prometheus Operator's objects have the structure its CRDs require, and the pieces agree with each other and
 with the daemon: the configuration parses, the grace period covers the drain, probes and ports are the
-daemon's, Spark on Kubernetes finds its namespace, image, account and ports."""
+daemon's. Spark on Kubernetes has its own module, test_spark_kubernetes.py."""
 
 from __future__ import annotations
 
@@ -221,7 +221,8 @@ def test_resources_hold_the_spark_driver(kustomization: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kustomization", "replicas"), [("base", 3), ("overlays/dev", 1), ("overlays/production", 3)]
+    ("kustomization", "replicas"),
+    [("base", 3), ("overlays/dev", 1), ("overlays/spark-k8s", 3), ("overlays/production", 3)],
 )
 def test_replicas_spread_over_nodes_and_survive_drains(kustomization: str, replicas: int) -> None:
     objects = rendered(kustomization)
@@ -236,29 +237,6 @@ def test_replicas_spread_over_nodes_and_survive_drains(kustomization: str, repli
     budget = find(objects, "PodDisruptionBudget", "hoodied")
     assert _matches(budget["spec"]["selector"]["matchLabels"], pod_labels)
     assert budget["spec"] == {**budget["spec"], "maxUnavailable": 1}, "one replica may always be drained"
-
-
-@pytest.mark.parametrize("kustomization", HOODIED_KUSTOMIZATIONS)
-def test_the_service_account_may_run_spark_executor_pods(kustomization: str) -> None:
-    objects = rendered(kustomization)
-    deployment = find(objects, "Deployment", "hoodied")
-    account = find(objects, "ServiceAccount", "hoodied")
-    assert _pod_spec(deployment)["serviceAccountName"] == account["metadata"]["name"]
-    role = find(objects, "Role", "hoodied")
-    binding = find(objects, "RoleBinding", "hoodied")
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "hoodied"}
-    subject = {"kind": "ServiceAccount", "name": "hoodied", "namespace": deployment["metadata"]["namespace"]}
-    assert subject in binding["subjects"]
-    allowed = {
-        (resource, verb)
-        for rule in role["rules"]
-        if rule["apiGroups"] == [""]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-    needed = {("pods", v) for v in ("get", "list", "watch", "create", "delete", "deletecollection")}
-    needed |= {(r, v) for r in ("services", "configmaps") for v in ("get", "create", "delete")}
-    assert needed <= allowed, needed - allowed
 
 
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
@@ -277,38 +255,16 @@ def test_environment_references_name_earlier_variables(kustomization: str) -> No
                 defined.add(env["name"])
 
 
-# -- Spark on Kubernetes (production) ------------------------------------------------------------------------
-
-
-def test_production_runs_spark_executors_as_pods_of_its_namespace() -> None:
-    objects = rendered("overlays/production")
-    config, _ = _daemon_config(objects)
-    deployment = find(objects, "Deployment", "hoodied")
-    container = _container(deployment)
-    conf = config.spark.conf
-    assert config.spark.master == "k8s://https://kubernetes.default.svc"
-    assert conf["spark.kubernetes.namespace"] == deployment["metadata"]["namespace"]
-    assert conf["spark.kubernetes.container.image"] == container["image"]
-    assert container["image"] == "hoodied:0.1.0"
-    account = _pod_spec(deployment)["serviceAccountName"]
-    assert conf["spark.kubernetes.authenticate.driver.serviceAccountName"] == account
-    assert int(conf["spark.executor.instances"]) >= 1
-    assert _memory_bytes(conf["spark.executor.memory"]) > 0
-    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports["spark-driver"] == int(conf["spark.driver.port"])
-    assert ports["spark-blockmgr"] == int(conf["spark.blockManager.port"])
-    env = {e["name"]: e for e in container["env"]}
-    args = env["PYSPARK_SUBMIT_ARGS"]["value"].split()
-    assert args[-1] == "pyspark-shell"
-    assert "spark.kubernetes.driver.pod.name=$(HOODIED_REPLICA)" in args
-    assert "spark.driver.host=$(POD_IP)" in args
-    assert env["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+# -- Spark in the pod (Spark on Kubernetes: test_spark_kubernetes.py) --------------------------------------
 
 
 @pytest.mark.parametrize("kustomization", ["base", "overlays/dev"])
-def test_spark_runs_in_the_pod_elsewhere(kustomization: str) -> None:
-    config, _ = _daemon_config(rendered(kustomization))
+def test_spark_runs_in_the_pod_elsewhere_with_no_rights_in_the_api(kustomization: str) -> None:
+    objects = rendered(kustomization)
+    config, _ = _daemon_config(objects)
     assert config.spark.master.startswith("local[")
+    # a local Spark never calls the API: the account is bound to nothing
+    assert not [o["kind"] for o in objects if o["kind"] in ("Role", "RoleBinding", "ClusterRoleBinding")]
 
 
 # -- ZooKeeper -----------------------------------------------------------------------------------------------
