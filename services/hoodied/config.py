@@ -20,6 +20,11 @@ Every key, its default and its meaning (the README's configuration reference is 
       max_concurrent_jobs: 2      # jobs running at once in this replica
       fair_pools: true            # spark.scheduler.mode=FAIR, one pool per action
       ship_code: auto             # zip hoodie+hoodied to executors: auto (non-local masters) | always | never
+      sizing:                     # jobs sized from their plans' bytes (hoodied.job_sizing)
+        driver_max_bytes: 0       # plans reading at most this run on the driver's threads (0: never)
+        arrow_expansion: 4        # Arrow bytes per stored byte, for a task's memory estimate
+        memory_factor: 3          # a task's peak memory / its largest slice's Arrow size
+        max_task_cpus: 4          # cap of spark.task.cpus a job asks for to fit executors' Python memory
     metrics:
       host: 0.0.0.0               # /metrics, /healthz, /readyz, /status (every interface: probes, Prometheus)
       port: 9464                  # 0: a free port (logged); null: no HTTP server
@@ -74,6 +79,7 @@ from hoodie.errors import HoodieError
 from hoodie.registry import SCHEDULABLE, SERVICE_NAMES, SERVICES, service_named
 from hoodied.errors import ServiceError
 from hoodied.executor_code import SHIP_MODES
+from hoodied.job_sizing import SizingSettings, parse_size
 from hoodied.keys import check_keys
 
 _T = TypeVar("_T")
@@ -271,6 +277,8 @@ class SparkSettings:
     fair_pools: bool = True
     #: Whether jobs ship hoodied's code to the executors (:mod:`hoodied.executor_code`): auto, always, never.
     ship_code: str = "auto"
+    #: How jobs are sized from their plans (:mod:`hoodied.job_sizing`).
+    sizing: SizingSettings = field(default_factory=SizingSettings)
 
 
 @dataclass(frozen=True)
@@ -464,9 +472,37 @@ def _spark(s: _Section) -> SparkSettings:
         max_concurrent_jobs=s.get("max_concurrent_jobs", 2, _int(1)),
         fair_pools=s.get("fair_pools", True, _bool),
         ship_code=s.get("ship_code", "auto", _choice(*SHIP_MODES)),
+        sizing=_sizing(s.section("sizing")),
     )
     s.done()
     return out
+
+
+def _sizing(s: _Section) -> SizingSettings:
+    d = SizingSettings()
+    out = SizingSettings(
+        driver_max_bytes=s.get("driver_max_bytes", d.driver_max_bytes, _size),
+        arrow_expansion=s.get("arrow_expansion", d.arrow_expansion, _positive),
+        memory_factor=s.get("memory_factor", d.memory_factor, _positive),
+        max_task_cpus=s.get("max_task_cpus", d.max_task_cpus, _int(1)),
+    )
+    s.done()
+    return out
+
+
+def _size(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ConfigError(f"{where}: expected a size (bytes, or like 8MiB, 512m), got {value!r}")
+    try:
+        return parse_size(value)
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}") from e
+
+
+def _positive(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"{where}: expected a number > 0, got {value!r}")
+    return float(value)
 
 
 def _metrics(s: _Section) -> MetricsSettings:

@@ -225,6 +225,7 @@ class Runner:
                 settings=settings,
                 fence=claim.check,
                 table=current,
+                sizing=self.config.spark.sizing,
             )
         finally:
             if self.config.spark.fair_pools:
