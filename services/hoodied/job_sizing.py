@@ -93,6 +93,18 @@ class JobSize:
         return text
 
 
+def memory_warning(size: JobSize, executor: ExecutorShape | None) -> str | None:
+    """Why the job's largest task may not fit its executor even alone (``None`` when it fits or nothing
+    says): the hint to raise the executors' Python memory or plan smaller units."""
+    if executor is None or not executor.python_memory or size.task_memory <= executor.python_memory:
+        return None
+    return (
+        f"its largest task reads {_human(size.largest_task_bytes)} and may need about "
+        f"{_human(size.task_memory)}, more than spark.executor.pyspark.memory "
+        f"({_human(executor.python_memory)}): raise it, or plan smaller file groups"
+    )
+
+
 def size_job(
     task_bytes: Sequence[int], tasks: int, settings: SizingSettings, executor: ExecutorShape | None
 ) -> JobSize:
@@ -116,4 +128,4 @@ def _human(n: int) -> str:
     return f"{n} B"
 
 
-__all__ = ["ExecutorShape", "JobSize", "SizingSettings", "parse_size", "size_job"]
+__all__ = ["ExecutorShape", "JobSize", "SizingSettings", "memory_warning", "parse_size", "size_job"]

@@ -42,7 +42,7 @@ from hoodie.table_service import Done, Fence, ServiceJob, TableService
 from hoodie.write.rollback import rollback_unfinished
 from hoodied.errors import CORRUPT_DATA_ERRORS, CorruptData, JobFailed
 from hoodied.executor_code import CodeStamp, check_code, code_stamp
-from hoodied.job_sizing import ExecutorShape, JobSize, SizingSettings, size_job
+from hoodied.job_sizing import ExecutorShape, JobSize, SizingSettings, memory_warning, size_job
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -101,6 +101,9 @@ def run_service_job(
     on_executors = spark is not None and not job.in_driver and not size.in_driver and bool(job.tasks)
     T = job.instant.time
     table_name = job.table_name or storage.uri.rstrip("/").rsplit("/", 1)[-1]
+    warning = memory_warning(size, executor) if on_executors else None
+    if warning:
+        logger.warning("%s %s of %s: %s", job.service, T, storage.uri, warning)
     try:
         if on_executors:
             assert spark is not None

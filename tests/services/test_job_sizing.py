@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from hoodied.job_sizing import ExecutorShape, MiB, SizingSettings, parse_size, size_job
+from hoodied.job_sizing import (
+    ExecutorShape,
+    MiB,
+    SizingSettings,
+    memory_warning,
+    parse_size,
+    size_job,
+)
 
 
 def test_sizes_parse_as_spark_and_kubernetes_write_them() -> None:
@@ -57,3 +64,14 @@ def test_the_size_reads_in_a_job_name() -> None:
     assert size_job([], 5, SizingSettings(), None).describe() == "5 task(s)"
     with pytest.raises(ValueError, match="max_task_cpus"):
         SizingSettings(max_task_cpus=0)
+
+
+def test_a_task_too_big_for_its_executor_is_named() -> None:
+    executor = ExecutorShape(cores=2, python_memory=1024 * MiB)
+    big = size_job([200 * MiB], 1, SizingSettings(), executor)
+    assert big.task_cpus == 2  # alone on its executor, and still too big:
+    warning = memory_warning(big, executor)
+    assert warning is not None
+    assert "2.3 GiB, more than spark.executor.pyspark.memory (1.0 GiB)" in warning
+    assert memory_warning(size_job([10 * MiB], 1, SizingSettings(), executor), executor) is None
+    assert memory_warning(big, None) is None

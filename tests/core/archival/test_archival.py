@@ -200,7 +200,7 @@ def test_hoodied_timeline_archived_lists_both(
 POINTS = ("archival.after_history", "archival.after_pending_deleted", "archival.after_completed_deleted")
 
 
-@pytest.mark.parametrize("version", [6, 8])
+@pytest.mark.parametrize("version", [pytest.param(6, marks=pytest.mark.campaign), 8])
 def test_a_kill_at_each_step_loses_and_duplicates_nothing(
     tmp_path: Path, hudi_oracle: HudiOracle, version: int
 ) -> None:

@@ -17,7 +17,7 @@ is hudi-rs's snapshot of the undamaged table. Every trial must end in one of:
 A committed trial that differs from the judge with the flip anywhere else (framing, headers, lengths, record
 counts) is a failure: that is the silent loss this test exists for.
 
-``HOODIED_FUZZ_FLIPS`` (default 240) trials, seeded by ``HOODIED_FUZZ_SEED`` (default 2026); a failure
+``HOODIED_FUZZ_FLIPS`` (default 120) trials, seeded by ``HOODIED_FUZZ_SEED`` (default 2026); a failure
 message names its seed and trial, which reproduce it alone (``HOODIED_FUZZ_ONLY=<trial>``).
 """
 
@@ -51,7 +51,7 @@ from support.hudi_oracle import HudiOracle, OracleRows, Query
 
 pytestmark = [pytest.mark.slow]
 
-FLIPS = int(os.environ.get("HOODIED_FUZZ_FLIPS", "240"))
+FLIPS = int(os.environ.get("HOODIED_FUZZ_FLIPS", "120"))
 SEED = int(os.environ.get("HOODIED_FUZZ_SEED", "2026"))
 ONLY = os.environ.get("HOODIED_FUZZ_ONLY")
 #: One trial in this many with value damage is also judged by hudi-rs reading the damaged copy.
