@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import hoodie
+import hoodied
 from hoodied.errors import ServiceError
 from hoodied.executor_code import code_stamp, ship_code, should_ship
 
@@ -81,6 +83,15 @@ def java_available() -> bool:
     return bool(shutil.which("java") or (home and os.path.exists(os.path.join(home, "bin", "java"))))
 
 
+def _workers_import_our_code() -> None:
+    """Put the folders this process imports ``hoodie`` and ``hoodied`` from first on the Python workers'
+    path (local mode, before the JVM starts: it hands its ``PYTHONPATH`` to them). Without it a worker imports
+    whatever is installed, which need not be the driver's checkout; the tasks' code check would refuse it."""
+    roots = [os.path.dirname(os.path.dirname(m.__file__ or "")) for m in (hoodie, hoodied)]
+    current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([*roots, *current]))
+
+
 def spark_session(config: SparkConfig | None = None) -> SparkSession:
     """Start (or join) the process's Spark session."""
     config = config or SparkConfig()
@@ -92,6 +103,7 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
         os.environ["PYSPARK_PYTHON"] = executor_python
     if config.master.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        _workers_import_our_code()
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "hostname resolves to a loopback" warning
     try:
         from pyspark.sql import SparkSession
