@@ -9,16 +9,17 @@ may run them in-process with :func:`cluster_in_process`):
    moves it to inflight and returns one :class:`ClusteringTask` per clustering group.
 2. :func:`run_clustering_task` (executor): reads every slice of the group exactly as the plan names it (base
    file and log files, merged as of the clustering instant, deleted records dropped, conformed to the table
-   schema; each slice's rows checked against its input keys, :mod:`hoodie.read.conservation`), concatenates
-   them (a key two slices hold stays twice), orders them by the plan's sort columns in the plan's layout
-   (:mod:`hoodie.clustering.layout`: ``linear``, nulls last, or along a z-order or Hilbert curve; without
-   sort columns the rows keep the plan's slice order), and splits them into the group's
-   ``numOutputFileGroups`` files of about equal row counts (the copies of a repeated key kept in one,
-   :func:`keep_repeats_together`), each the first base file of a new file group ``<uuid>-0``:
-   ``<file id>_<write token>_<clustering instant>.parquet``, announced by a CREATE marker first.
-   Meta columns are kept as they were (commit time and sequence number included; ``preserveHoodieMetadata``),
-   except ``_hoodie_file_name``, which names the new file; tables without meta fields are written without
-   them. It returns Hudi's clustering write stats (``prevCommit`` "null", every row an insert).
+   schema; each slice's rows checked against its input keys, :mod:`hoodie.read.conservation`), takes their
+   union (a key two slices hold stays twice), orders it by the plan's sort columns in the plan's layout
+   (:mod:`hoodie.clustering.layout`: ``linear``, nulls last, or along a z-order or Hilbert curve; ties keep
+   the plan's slice order, then each slice's row order; without sort columns the rows keep the plan's slice
+   order), and splits it into the group's ``numOutputFileGroups`` files of about equal row counts (the copies
+   of a repeated key kept in one: :mod:`hoodie.clustering.output_files`), each the first base file of a new
+   file group ``<uuid>-0``: ``<file id>_<write token>_<clustering instant>.parquet``, announced by a CREATE
+   marker first. Meta columns are kept as they were (commit time and sequence number included;
+   ``preserveHoodieMetadata``), except ``_hoodie_file_name``, which names the new file; tables without meta
+   fields are written without them. It returns Hudi's clustering write stats (``prevCommit`` "null", every
+   row an insert).
 3. :func:`commit_clustering` (driver): checks the results (one per group; each file holding the rows its task
    reported; the rows written equal to the group's merged input rows), deletes files that markers announce
    but no result names (failed or speculative task attempts), then under the table lock re-checks the claim
@@ -37,6 +38,18 @@ no safer and would never finish: the plan names the file slices as they were, so
 again while holding its file groups away from compaction and from new plans. A fresh plan of the current
 slices is made by the next scheduling. :class:`ClusteringConflict` names the conflicting instant.
 
+Memory: a task holds about one slice, not its group. Each merged slice is sorted on its own and spilled to a
+local temporary file as a sorted run (:mod:`hoodie.clustering.spill`; the files are removed when the task
+ends, failed or not). Then the runs are merged back in bounded batches, in exactly the order one stable sort
+of the whole group gives, and written file after file, a row group at a time. Row groups hold
+``hoodie.parquet.block.size`` worth of rows at the group's average row size, and at most the merge budget
+(half the largest slice's Arrow size): files cut from a group of small slices have more row groups than one
+written from memory would. The rows whose key hash repeats in the group are located by one more merge pass
+over the keys alone (:func:`~hoodie.clustering.output_files.output_files`), so each file's share and the
+copies it takes from later files are known before it is written, and one file is open at a time. The peak
+is the largest slice's merge plus its sort (measured by ``benchmarks/bench_clustering_memory.py``), plus 8
+bytes per row of the group for the key hashes.
+
 Nothing becomes visible before step 3's atomic completion: readers ignore base files of a pending instant
 and keep reading the replaced file groups until the replacecommit completes. A crash anywhere leaves the
 instant inflight; the next attempt rolls it back and runs it again, and the completing create-if-absent lets
@@ -52,16 +65,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from hoodie.clustering.layout import (
-    LayoutConfig,
-    LayoutStrategy,
-    curve_problems,
-    row_positions,
-    sort_indices,
+from hoodie.clustering.conflict import Conflict, find_conflict
+from hoodie.clustering.layout import LayoutConfig, LayoutStrategy, curve_problems
+from hoodie.clustering.output_files import (
+    MergedCursor,
+    file_rows,
+    group_keys,
+    output_files,
+    row_groups,
 )
 from hoodie.clustering.plan import (
     OPERATION_TYPE,
@@ -71,6 +82,7 @@ from hoodie.clustering.plan import (
     is_clustering,
     requested_action,
 )
+from hoodie.clustering.spill import SortedRuns, SpillSettings
 from hoodie.config import TableConfig
 from hoodie.errors import (
     CommitConflict,
@@ -83,14 +95,14 @@ from hoodie.errors import (
 from hoodie.failpoints import failpoint
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroupId, FileSlice
-from hoodie.keygen import record_keys
 from hoodie.lock import LockProvider
 from hoodie.log.log_file import LogFile
+from hoodie.memory import release_freed_heap
 from hoodie.read.conform import conform_table
 from hoodie.read.merge import drop_deleted_rows
 from hoodie.storage import Storage, StorageRef
-from hoodie.table import META_COLUMNS, RECORD_KEY, Table
-from hoodie.timeline.instant import WRITE_ACTIONS, Instant, State
+from hoodie.table import Table
+from hoodie.timeline.instant import Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import (
     ClusteringGroup,
@@ -99,10 +111,9 @@ from hoodie.timeline.metadata import (
     RuntimeStats,
     SliceInfo,
     WriteStat,
-    decode_commit_metadata,
 )
 from hoodie.timeline.writer import TimelineWriter
-from hoodie.write.base_file import BaseFileStats, ParquetOptions, write_base_file
+from hoodie.write.base_file import BaseFileStats, ParquetOptions, write_base_file_chunks
 from hoodie.write.markers import IOType, Markers, sweep_completed
 from hoodie.write.rollback import RollbackResult, rollback_unfinished
 from hoodie.write.service_commit import (
@@ -336,78 +347,6 @@ def _rollback_groups(plan: ClusteringPlan) -> list[tuple[str, str | None]]:
     return [(p, None) for p in sorted({s.partition_path for s in plan.slices})]
 
 
-# -- conflicts ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Conflict:
-    """A write that touched the clustering's file groups: its instant and the groups."""
-
-    instant: Instant
-    groups: tuple[FileGroupId, ...]
-    pending: bool
-
-    def describe(self) -> str:
-        names = ", ".join(str(g) for g in self.groups[:5])
-        when = "is still pending" if self.pending else "completed after the clustering was planned"
-        return f"{self.instant.action} {self.instant.time} {when} and wrote file group(s) {names}"
-
-
-def find_conflict(table: Table, instant_time: str, plan: ClusteringPlan) -> Conflict | None:
-    """The first write that conflicts with the clustering at ``instant_time`` (see the module doc)."""
-    ours = {FileGroupId(s.partition_path, s.file_id) for s in plan.slices}
-    timeline = table.timeline
-    v8 = table.config.table_version >= 8
-    for other in timeline.completed_writes():
-        if other.time == instant_time:
-            continue
-        after = (other.completion_time or other.time) > instant_time if v8 else other.time > instant_time
-        if not after:
-            continue
-        md = table.commit_metadata(other)
-        touched = {FileGroupId(s.partition_path or "", s.file_id) for s in md.write_stats if s.file_id}
-        touched |= {FileGroupId(p, f) for p, f in md.replaced_file_ids}
-        overlap = sorted(ours & touched, key=str)
-        if overlap:
-            return Conflict(other, tuple(overlap), pending=False)
-    for other in timeline.pending():
-        if (
-            other.time == instant_time
-            or other.action not in WRITE_ACTIONS
-            or is_clustering(table, other.time)
-        ):
-            continue
-        overlap = sorted(ours & _pending_groups(table, other), key=str)
-        if overlap:
-            return Conflict(other, tuple(overlap), pending=True)
-    return None
-
-
-def _pending_groups(table: Table, instant: Instant) -> set[FileGroupId]:
-    """File groups a pending write has written to so far: its markers, and its inflight metadata's stats."""
-    out: set[FileGroupId] = set()
-    for marker in Markers(table.storage, instant.time).list():
-        if marker.io_type is IOType.APPEND:
-            log = LogFile.try_parse(marker.file_name)
-            if log is not None:
-                out.add(FileGroupId(marker.partition, log.file_id))
-        else:
-            base = BaseFile.try_parse(marker.file_name)
-            if base is not None:
-                out.add(FileGroupId(marker.partition, base.file_id))
-    if instant.state is State.INFLIGHT:
-        try:
-            data = table.storage.read(table.timeline.file_of(instant.time, State.INFLIGHT))
-            if data:
-                md = decode_commit_metadata(
-                    data, table_version=table.config.table_version, action=instant.action
-                )
-                out |= {FileGroupId(s.partition_path or "", s.file_id) for s in md.write_stats if s.file_id}
-        except (KeyError, FileNotFoundError, CorruptTimelineFile):
-            pass  # an inflight file we cannot read (or gone: rolled back) names nothing; markers still do
-    return out
-
-
 def _abort(
     storage: Storage,
     lock: LockProvider,
@@ -434,8 +373,11 @@ def _abort(
 # -- step 2: a task rewrites one group ---------------------------------------------------------------------
 
 
-def run_clustering_task(task: ClusteringTask, write_token: str) -> TaskResult:
-    """Rewrite one clustering group into new file groups (see the module doc)."""
+def run_clustering_task(
+    task: ClusteringTask, write_token: str, *, spill: SpillSettings | None = None
+) -> TaskResult:
+    """Rewrite one clustering group into new file groups (see the module doc, *Memory* for how); ``spill``
+    says where the sorted runs go and how finely they are merged (defaults: :class:`SpillSettings`)."""
     started = time.monotonic()
     storage = task.storage.open()
     table = Table.load(storage, task.config)
@@ -445,67 +387,32 @@ def run_clustering_task(task: ClusteringTask, write_token: str) -> TaskResult:
     check_still_inflight(storage, table, "clustering", T, requested_action(cfg.table_version), ())
     partition = task.partition_path
     schema = table.read_schema()
-    parts: list[pa.Table] = []
     scan_ms = 0
-    for info in task.group.slices:
-        file_slice = _slice_of(storage, info)
-        merge = table.merge_file_slice(file_slice, as_of=T, strict=True)
-        scan_ms += merge.scan_ms
-        merged = merge.table
-        if merged is not None:
-            merged = drop_deleted_rows(merged)
-            if schema is not None:
-                merged = conform_table(merged, schema).select(schema.names)
-            merge.ledger.written(table.record_keys_of(merged))
-            parts.append(merged)
-        # The group's output is the union of its slices, each exactly as its readers see it.
-        problems = merge.ledger.problems()
-        if problems:
-            raise ClusteringFailed(
-                f"clustering {T}: slice {partition or '<table>'}/{file_slice.file_id} would not be written "
-                f"as its readers see it ({merge.ledger.base_rows} live base rows, {len(merge.log_keys)} log "
-                f"keys, {merge.ledger.written_rows} merged): {'; '.join(problems)}; refusing to write it"
-            )
-    if parts:
-        # Slices read from base files alone keep their files' non-null flags, merged ones do not.
-        rows = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
-    else:
-        rows = schema.empty_table() if schema is not None else pa.table({})
-    keys = _keys(rows, cfg.populate_meta_fields, cfg.record_key_fields)
-    if task.sort_columns:
-        positions = row_positions(rows.column_names, META_COLUMNS)
-        order = sort_indices(rows, task.sort_columns, task.layout, positions)
-        rows, keys = rows.take(order), keys.take(order)
-    n_files = min(max(1, task.group.num_output_file_groups or 1), rows.num_rows)
-    bounds = np.linspace(0, rows.num_rows, n_files + 1).round().astype(np.int64)
-    rows, keys, bounds = keep_repeats_together(rows, keys, bounds)
-    stats: list[WriteStat] = []
-    markers = Markers(storage, T)
-    for i in range(len(bounds) - 1):
-        lo, hi = int(bounds[i]), int(bounds[i + 1])
-        part, part_keys = rows.slice(lo, hi - lo), keys.slice(lo, hi - lo)
-        file_id = f"{uuid.uuid4()}-0"
-        name = BaseFile(file_id, write_token, T, "parquet").file_name
-        path = f"{partition}/{name}" if partition else name
-        if cfg.populate_meta_fields and FILE_NAME in part.column_names:
-            part = part.set_column(
-                part.schema.get_field_index(FILE_NAME), FILE_NAME, pa.repeat(pa.scalar(name), part.num_rows)
-            )
-        markers.create(partition, name, IOType.CREATE)
-        write_started = time.monotonic()
-        written = write_base_file(
-            storage,
-            path,
-            part,
-            avro_schema=task.writer_schema,
-            options=task.parquet,
-            populate_meta_fields=cfg.populate_meta_fields,
-            record_keys=None if cfg.populate_meta_fields else part_keys,
-        )
-        failpoint("clustering.task_after_write")
-        stats.append(
-            _write_stat(cfg.table_version, file_id, path, partition, part.num_rows, written, write_started)
-        )
+    with SortedRuns(task.sort_columns, task.layout, spill) as runs:
+        for info in task.group.slices:
+            file_slice = _slice_of(storage, info)
+            merge = table.merge_file_slice(file_slice, as_of=T, strict=True)
+            scan_ms += merge.scan_ms
+            merged, ledger, log_keys = merge.table, merge.ledger, len(merge.log_keys)
+            del merge  # each step below replaces the rows: one copy of the slice at a time
+            if merged is not None:
+                merged = drop_deleted_rows(merged)
+                if schema is not None:
+                    merged = conform_table(merged, schema).select(schema.names)
+                ledger.written(table.record_keys_of(merged))
+                runs.add(merged, group_keys(merged, cfg.populate_meta_fields, cfg.record_key_fields))
+                del merged  # before the next slice is merged
+                release_freed_heap()
+            # The group's output is the union of its slices, each exactly as its readers see it.
+            problems = ledger.problems()
+            if problems:
+                raise ClusteringFailed(
+                    f"clustering {T}: slice {partition or '<table>'}/{file_slice.file_id} would not be "
+                    f"written as its readers see it ({ledger.base_rows} live base rows, {log_keys} log keys, "
+                    f"{ledger.written_rows} merged): {'; '.join(problems)}; refusing to write it"
+                )
+        stats = _write_files(task, write_token, storage, runs)
+        n_rows = runs.rows
     logger.debug(
         "clustering %s: group %d (%d slice(s) in %s, %s) -> %d file(s), %d rows in %.2f s (scan %d ms)",
         T,
@@ -514,35 +421,64 @@ def run_clustering_task(task: ClusteringTask, write_token: str) -> TaskResult:
         partition or "<table>",
         task.layout.value,
         len(stats),
-        rows.num_rows,
+        n_rows,
         time.monotonic() - started,
         scan_ms,
     )
-    return TaskResult(task.index, tuple(stats), rows.num_rows, write_token)
+    return TaskResult(task.index, tuple(stats), n_rows, write_token)
 
 
-def keep_repeats_together(
-    rows: pa.Table, keys: pa.Array, bounds: np.ndarray
-) -> tuple[pa.Table, pa.Array, np.ndarray]:
-    """Move every row of a repeated record key into the output file of its first row, so that a key lives in
-    one new file group (the record index is global: one location per key, see
-    :func:`~hoodie.metadata.updates.check_one_location_per_key`). ``bounds`` cut ``rows`` into files.
-
-    A moved row goes to the end of an earlier file; it came later in the (sorted) order than every row of that
-    file, so each file stays sorted. Files left empty are dropped. Nothing moves when no key repeats."""
-    n = rows.num_rows
-    if n < 2 or len(bounds) <= 2 or pc.count_distinct(keys).as_py() == n:
-        return rows, keys, bounds
-    encoded = keys.dictionary_encode()
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    first = np.full(len(encoded.dictionary), n, dtype=np.int64)
-    np.minimum.at(first, codes, np.arange(n, dtype=np.int64))
-    file_of_first = np.searchsorted(bounds, first, side="right") - 1
-    file_of_row = file_of_first[codes]
-    order = pa.array(np.argsort(file_of_row, kind="stable"))
-    sizes = np.bincount(file_of_row, minlength=len(bounds) - 1)
-    new_bounds = np.concatenate([[0], np.cumsum(sizes[sizes > 0])]).astype(np.int64)
-    return rows.take(order), keys.take(order), new_bounds
+def _write_files(
+    task: ClusteringTask, write_token: str, storage: Storage, runs: SortedRuns
+) -> list[WriteStat]:
+    """Write the group's files one after another from the merged runs (see the module doc, *Memory*)."""
+    cfg = task.config
+    T = task.instant_time
+    partition = task.partition_path
+    budget = runs.budget_rows()
+    plan = output_files(
+        runs, task.group.num_output_file_groups or 1, budget, cfg.populate_meta_fields, cfg.record_key_fields
+    )
+    per_row = max(1.0, runs.total_bytes / max(1, runs.rows))
+    group_rows = max(1, min(budget, int(task.parquet.row_group_bytes / per_row)))
+    name_column = cfg.populate_meta_fields and FILE_NAME in runs.columns
+    merged = MergedCursor(runs.merged(budget))
+    markers = Markers(storage, T)
+    stats: list[WriteStat] = []
+    try:
+        for f in range(len(plan.bounds) - 1):
+            rows = plan.rows(f)
+            lo, hi = int(plan.bounds[f]), int(plan.bounds[f + 1])
+            if rows == 0:  # every row left for an earlier file
+                merged.skip(hi - lo)
+                continue
+            file_id = f"{uuid.uuid4()}-0"
+            name = BaseFile(file_id, write_token, T, "parquet").file_name
+            path = f"{partition}/{name}" if partition else name
+            markers.create(partition, name, IOType.CREATE)
+            write_started = time.monotonic()
+            written, _ = write_base_file_chunks(
+                storage,
+                path,
+                row_groups(file_rows(merged, runs, plan, f, budget), group_rows),
+                avro_schema=task.writer_schema,
+                options=task.parquet,
+                populate_meta_fields=cfg.populate_meta_fields,
+                key_fields=cfg.record_key_fields,
+                constants={FILE_NAME: name} if name_column else None,
+                keep_keys=False,
+            )
+            if written.num_rows != rows:
+                raise ClusteringFailed(
+                    f"clustering {T}: {path} got {written.num_rows} rows where its share is {rows}"
+                )
+            failpoint("clustering.task_after_write")
+            stats.append(
+                _write_stat(cfg.table_version, file_id, path, partition, rows, written, write_started)
+            )
+    finally:
+        merged.close()
+    return stats
 
 
 def _write_stat(
@@ -611,12 +547,6 @@ def _slice_of(storage: Storage, info: SliceInfo) -> FileSlice:
         logs,
         tuple(storage.size(rel(lf.file_name)) for lf in logs),
     )
-
-
-def _keys(t: pa.Table, populate_meta_fields: bool, key_fields: Sequence[str]) -> pa.Array:
-    if populate_meta_fields and RECORD_KEY in t.column_names:
-        return t.column(RECORD_KEY).combine_chunks()
-    return record_keys(t, key_fields)
 
 
 def commit_clustering(
@@ -748,13 +678,11 @@ __all__ = [
     "ClusteringFailed",
     "ClusteringResult",
     "ClusteringTask",
-    "Conflict",
     "NothingToCluster",
     "PreparedClustering",
     "TaskResult",
     "cluster_in_process",
     "commit_clustering",
-    "find_conflict",
     "pending_clusterings",
     "prepare_clustering",
     "run_clustering_task",

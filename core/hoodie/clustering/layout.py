@@ -621,15 +621,34 @@ def _curve_keys(
     return java_bytes_padded(magnitude)
 
 
-def key_order(keys: np.ndarray) -> np.ndarray:
-    """Stable ascending order of byte-string keys (rows, width), compared as unsigned bytes (Hudi's
-    ``ByteArraySorting``)."""
+def key_words(keys: np.ndarray) -> np.ndarray:
+    """Byte-string keys (rows, width) as big-endian uint64 words (rows, ceil(width / 8)), zero-padded: two
+    keys compare as unsigned bytes exactly as their word tuples compare."""
     rows, width = keys.shape
     pad = (-width) % 8
     if pad:
         keys = np.concatenate([keys, np.zeros((rows, pad), dtype=np.uint8)], axis=1)
-    words = np.ascontiguousarray(keys).view(">u8").astype(np.uint64)  # (rows, words), big-endian
+    return np.ascontiguousarray(keys).view(">u8").astype(np.uint64)
+
+
+def words_order(words: np.ndarray) -> np.ndarray:
+    """Stable ascending order of rows of uint64 words (rows, words), the first word most significant."""
     return np.lexsort(tuple(words[:, j] for j in range(words.shape[1] - 1, -1, -1)))
+
+
+def key_order(keys: np.ndarray) -> np.ndarray:
+    """Stable ascending order of byte-string keys (rows, width), compared as unsigned bytes (Hudi's
+    ``ByteArraySorting``)."""
+    return words_order(key_words(keys))
+
+
+def curve_key_words(
+    rows: pa.Table, columns: Sequence[str], strategy: LayoutStrategy, positions: Mapping[str, int]
+) -> np.ndarray:
+    """The curve key :func:`sort_indices` orders ``rows`` by (two or more ``columns``), as :func:`key_words`.
+    A row's key depends on that row alone (the direct mapping: no statistics of other rows), so keys computed
+    apart, slice by slice, compare across slices as they would in one table."""
+    return key_words(_curve_keys(rows, columns, strategy, positions, exact=False))
 
 
 def sort_indices(
@@ -657,6 +676,7 @@ __all__ = [
     "LayoutConfig",
     "LayoutStrategy",
     "curve_column_order",
+    "curve_key_words",
     "curve_keys",
     "curve_problems",
     "curve_type_problem",
@@ -665,7 +685,9 @@ __all__ = [
     "interleave",
     "java_bytes_padded",
     "key_order",
+    "key_words",
     "row_positions",
     "sort_indices",
+    "words_order",
     "zorder_bytes",
 ]

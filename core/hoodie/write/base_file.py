@@ -436,13 +436,15 @@ def write_base_file_chunks(
     populate_meta_fields: bool = True,
     key_fields: Sequence[str] = (),
     constants: Mapping[str, str] | None = None,
+    keep_keys: bool = True,
 ) -> tuple[BaseFileStats, pa.ChunkedArray]:
     """Write the rows of ``chunks`` (one row group each, in order) as the base file at ``path``, as
     :func:`write_base_file` writes a table; for writers that produce their rows a piece at a time (a
     compaction merging one base-file row group after another), so that no piece outlives its row group.
 
     Returns the file's stats and the record keys of its rows, in order (the ``_hoodie_record_key`` column,
-    or built from ``key_fields`` when the table does not populate meta fields).
+    or built from ``key_fields`` when the table does not populate meta fields); none without ``keep_keys``,
+    for writers that must not hold a key per row of the file.
     """
     writer_schema = with_meta_fields(avro_schema) if populate_meta_fields else avro_schema
     arrow_schema = avro_to_arrow_schema(writer_schema)
@@ -462,7 +464,8 @@ def write_base_file_chunks(
             else:
                 chunk_keys = _record_keys(chunk, key_fields)
             _check_keys(chunk_keys)
-            keys.append(chunk_keys)
+            if keep_keys:
+                keys.append(chunk_keys)
             footer.add(chunk_keys)
             yield chunk
 

@@ -18,13 +18,13 @@ import pyarrow.compute as pc
 import pytest
 
 from hoodie import Table
+from hoodie.clustering.conflict import find_conflict
 from hoodie.clustering.execute import (
     ClusteringConflict,
     ClusteringFailed,
     NothingToCluster,
     cluster_in_process,
     commit_clustering,
-    find_conflict,
     pending_clusterings,
     prepare_clustering,
     run_clustering_task,
