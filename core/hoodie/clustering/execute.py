@@ -6,7 +6,8 @@ may run them in-process with :func:`cluster_in_process`):
 1. :func:`prepare_clustering` (driver): picks the instant (the earliest pending clustering by default), rolls
    back an unfinished earlier attempt (the caller holds the instant's claim, so an inflight instant is
    abandoned), checks that no write touched the plan's file groups since it was made (see *Conflicts*),
-   moves it to inflight and returns one :class:`ClusteringTask` per clustering group.
+   moves it to inflight and returns one :class:`ClusteringTask` per clustering group, or per run of its
+   slices where the group splits (:mod:`hoodie.clustering.split`: groups without sort columns).
 2. :func:`run_clustering_task` (executor): reads every slice of the group exactly as the plan names it (base
    file and log files, merged as of the clustering instant, deleted records dropped, conformed to the table
    schema; each slice's rows checked against its input keys, :mod:`hoodie.read.conservation`), takes their
@@ -20,7 +21,7 @@ may run them in-process with :func:`cluster_in_process`):
    ``preserveHoodieMetadata``), except ``_hoodie_file_name``, which names the new file; tables without meta
    fields are written without them. It returns Hudi's clustering write stats (``prevCommit`` "null", every
    row an insert).
-3. :func:`commit_clustering` (driver): checks the results (one per group; each file holding the rows its task
+3. :func:`commit_clustering` (driver): checks the results (one per task; each file holding the rows its task
    reported; the rows written equal to the group's merged input rows), deletes files that markers announce
    but no result names (failed or speculative task attempts), then under the table lock re-checks the claim
    (``fence``), that the instant is still inflight and that no write conflicts, and completes it as a
@@ -83,6 +84,7 @@ from hoodie.clustering.plan import (
     requested_action,
 )
 from hoodie.clustering.spill import SortedRuns, SpillSettings
+from hoodie.clustering.split import split_group
 from hoodie.config import TableConfig
 from hoodie.errors import (
     CommitConflict,
@@ -186,6 +188,8 @@ class PreparedClustering:
     writer_schema: str
     config: TableConfig
     rolled_back: RollbackResult | None = None
+    #: Each task's input bytes on storage (its slices' files as the table view lists them).
+    task_bytes: tuple[int, ...] = ()
 
     @property
     def partitions(self) -> list[str]:
@@ -278,6 +282,21 @@ def prepare_clustering(
     inflight = timeline_writer.start(instant)
     failpoint("clustering.after_inflight")
     options = parquet or ParquetOptions.from_config(table.config.props)
+    stored = {
+        (s.partition_path, s.file_id): s.base_file_size + sum(s.log_file_sizes) for s in table.file_slices()
+    }
+
+    def slice_bytes(info: SliceInfo) -> int:
+        return stored.get((info.partition_path, info.file_id), 0)
+
+    # With a record index a key lives in one file group, so splitting cannot part copies the rule would keep
+    # together; without one, copies of a key in two of the plan's slices are only gathered in one task.
+    split = "record_index" not in table.config.metadata_partitions
+    groups = [
+        part
+        for group in plan.input_groups
+        for part in (split_group(group, sort_columns, slice_bytes) if split else [group])
+    ]
     tasks = tuple(
         ClusteringTask(
             storage=storage.ref(),
@@ -291,9 +310,12 @@ def prepare_clustering(
             config=table.config,
             layout=strategy,
         )
-        for i, group in enumerate(plan.input_groups)
+        for i, group in enumerate(groups)
     )
-    return PreparedClustering(inflight, plan, tasks, writer_schema, table.config, rolled_back)
+    task_bytes = tuple(sum(slice_bytes(s) for s in g.slices) for g in groups)
+    return PreparedClustering(
+        inflight, plan, tasks, writer_schema, table.config, rolled_back, task_bytes=task_bytes
+    )
 
 
 def _check_executable(

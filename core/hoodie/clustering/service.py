@@ -30,7 +30,6 @@ from hoodie.table_service import (
     Scheduled,
     ServiceJob,
     TableService,
-    plan_bytes,
     rolled_back_note,
 )
 from hoodie.timeline.instant import Instant
@@ -102,7 +101,7 @@ class Clustering(TableService):
             rollback_groups=tuple((p, None) for p in prepared.partitions),
             rolled_back_files=rolled,
             table_name=prepared.config.name,
-            task_bytes=tuple(plan_bytes(unit.metrics) for unit in prepared.plan.input_groups),
+            task_bytes=prepared.task_bytes,
         )
 
 

@@ -11,8 +11,9 @@ idle. When the group's rows need no order across its output files, it splits:
   sizes from the table view are used), and the run gets ``numOutputFileGroups`` files in proportion to its
   bytes (at least one). Each run is a group of its own for its task: its rows, its output files. Every record
   stays in the run of its slice; a key repeated within a slice stays in one task, whose rule keeps it in one
-  file; a key repeated across two slices was already in two file groups and is not gathered (with a record
-  index, which allows one location per key, no such key exists).
+  file. A key repeated across two slices was already in two file groups and may stay in two; the caller
+  splits only tables without a record index (which allows one location per key, so it must not happen
+  there; :func:`~hoodie.clustering.execute.prepare_clustering`).
 - **With sort columns** the files together hold one order over the whole group (file ``i``'s rows sort before
   file ``i + 1``'s), which only a task that sees every row can produce: the group stays one task, whose memory
   is bounded by streaming (:mod:`hoodie.clustering.execute`).

@@ -3,9 +3,19 @@ slices of about equal bytes, every output file dealt to one run, every slice in 
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pyarrow as pa
 import pytest
 
+from hoodie import Table
+from hoodie.clustering.execute import commit_clustering, prepare_clustering, run_clustering_task
+from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
 from hoodie.clustering.split import split_group
+from hoodie.lock import FileSystemLock
+from hoodie.storage import Storage
+from hoodie.testing.generate import TRIPS_SCHEMA, TripGenerator
+from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.metadata import ClusteringGroup, SliceInfo
 
 
@@ -44,3 +54,53 @@ def test_sorted_or_single_output_groups_stay_whole() -> None:
     assert split_group(single, (), lambda s: size_of[s.file_id]) == [single]
     one_slice, size_of = _group([10], 4)
     assert split_group(one_slice, (), lambda s: size_of[s.file_id]) == [one_slice]
+
+
+def test_a_split_group_runs_as_tasks_that_each_write_their_share(tmp_path: Path) -> None:
+    """An unsorted group of many slices with three output files runs as three tasks; the clustering
+    replaces every input file group with three new ones, and both readers see the same rows."""
+    root = tmp_path / "t"
+    writer = TableWriter.create(
+        str(root),
+        name="split",
+        table_type="COPY_ON_WRITE",
+        table_version=8,
+        schema=TRIPS_SCHEMA,
+        record_key_fields=("uuid",),
+        partition_fields=(),
+        ordering_field="ts",
+    )
+    gen = TripGenerator(4, 1)
+    for _ in range(6):  # a new file group each
+        writer.bulk_insert(gen.rows(gen.keys(100)))
+    before = Table.open(str(root)).read()
+    theirs_before = hudi_rs_rows(root)
+    storage = Storage.for_uri(str(root))
+    lock = FileSystemLock(storage)
+    total = sum(s.base_file_size + sum(s.log_file_sizes) for s in Table.open(str(root)).file_slices())
+    config = ClusteringConfig(
+        target_file_max_bytes=total // 3 + 1, max_bytes_per_group=1 << 40, small_file_limit=1 << 40
+    )
+    scheduled = schedule_clustering(storage, lock, config=config, respect_trigger=False)
+    assert scheduled.plan is not None, scheduled.reason
+    (group,) = scheduled.plan.input_groups
+    assert group.num_output_file_groups == 3
+    assert len(group.slices) >= 3
+    prepared = prepare_clustering(storage, lock)
+    assert len(prepared.tasks) == 3
+    assert [t.group.num_output_file_groups for t in prepared.tasks] == [1, 1, 1]
+    assert sum(prepared.task_bytes) == total
+    results = [run_clustering_task(t, f"{t.index}-0-{t.index}") for t in prepared.tasks]
+    done = commit_clustering(storage, lock, prepared, results)
+    assert len(done.metadata.write_stats) == 3
+    assert done.file_groups_replaced == len(group.slices)
+    after = Table.open(str(root)).read()
+    key = "_hoodie_record_key"
+    assert after.select([key, "fare"]).sort_by(key) == before.select([key, "fare"]).sort_by(key)
+    assert hudi_rs_rows(root) == theirs_before
+
+
+def hudi_rs_rows(root: Path) -> pa.Table:
+    hudi = pytest.importorskip("hudi")
+    batches = hudi.HudiTableBuilder.from_base_uri(str(root)).build().read()
+    return pa.Table.from_batches(batches).select(["_hoodie_record_key", "fare"]).sort_by("_hoodie_record_key")
