@@ -113,13 +113,19 @@ def _cli(root: Path, *args: str, failpoint: str | None = None) -> subprocess.Com
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
 
 
+#: Every step in the campaign; by default a kill while the tasks write and one during the commit (the core's
+#: in-process kill tests cover every step of the same code).
+SHORT = ("compaction.task_after_write", "compaction.during_commit")
 POINTS = [
-    "compaction.after_schedule",
-    "compaction.after_inflight",
-    "compaction.task_after_write",
-    "compaction.before_commit",
-    "compaction.during_commit",
-    "compaction.after_commit",
+    pytest.param(point, marks=() if point in SHORT else (pytest.mark.campaign,))
+    for point in (
+        "compaction.after_schedule",
+        "compaction.after_inflight",
+        "compaction.task_after_write",
+        "compaction.before_commit",
+        "compaction.during_commit",
+        "compaction.after_commit",
+    )
 ]
 
 
