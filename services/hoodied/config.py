@@ -22,6 +22,7 @@ Every key, its default and its meaning (the README's configuration reference is 
       ship_code: auto             # zip hoodie+hoodied to executors: auto (non-local masters) | always | never
       sizing:                     # jobs sized from their plans' bytes (hoodied.job_sizing)
         driver_max_bytes: 0       # plans reading at most this run on the driver's threads (0: never)
+        executor_python_memory: 0 # an executor's Python memory, for sizing (0: spark.executor.pyspark.memory)
         arrow_expansion: 4        # Arrow bytes per stored byte, for a task's memory estimate
         memory_factor: 3          # a task's peak memory / its largest slice's Arrow size
         max_task_cpus: 4          # cap of spark.task.cpus a job asks for to fit executors' Python memory
@@ -482,6 +483,7 @@ def _sizing(s: _Section) -> SizingSettings:
     d = SizingSettings()
     out = SizingSettings(
         driver_max_bytes=s.get("driver_max_bytes", d.driver_max_bytes, _size),
+        executor_python_memory=s.get("executor_python_memory", d.executor_python_memory, _size),
         arrow_expansion=s.get("arrow_expansion", d.arrow_expansion, _positive),
         memory_factor=s.get("memory_factor", d.memory_factor, _positive),
         max_task_cpus=s.get("max_task_cpus", d.max_task_cpus, _int(1)),

@@ -7,8 +7,11 @@
   ``arrow_expansion`` times its compressed Parquet/Avro bytes; so ``task_memory = input bytes x expansion x
   factor``, from the plan's bytes (:func:`hoodie.table_service.plan_bytes`).
 - **CPUs of a task**: Spark runs ``executor cores / spark.task.cpus`` tasks at once in an executor, and their
-  Python workers share ``spark.executor.pyspark.memory``. When that memory cannot hold that many tasks of the
-  job's largest size, the job asks for more CPUs per task (a stage-level task resource profile, honoured by
+  Python workers share the executor's Python memory: ``executor_python_memory`` (for sizing only), else
+  ``spark.executor.pyspark.memory`` (which Spark also enforces, as a limit on each worker's address space,
+  that pyarrow's allocator and threads easily exceed: prefer the former, with the memory in
+  ``spark.executor.memoryOverhead``). When that memory cannot hold that many tasks of the job's largest
+  size, the job asks for more CPUs per task (a stage-level task resource profile, honoured by
   standalone, YARN and Kubernetes clusters; local mode has none) so that fewer run side by side, up to
   ``max_task_cpus`` and the executor's cores. Without a Python memory limit the executors' memory is not
   hoodied's to divide: one CPU per task.
@@ -45,12 +48,18 @@ class SizingSettings:
     """The caps and factors of the rules above (``spark.sizing`` in the daemon's config)."""
 
     driver_max_bytes: int = 0
+    executor_python_memory: int = 0  # 0: spark.executor.pyspark.memory, if set
     arrow_expansion: float = 4.0
     memory_factor: float = 3.0
     max_task_cpus: int = 4
 
     def __post_init__(self) -> None:
-        if self.driver_max_bytes < 0 or self.arrow_expansion <= 0 or self.memory_factor <= 0:
+        if (
+            self.driver_max_bytes < 0
+            or self.executor_python_memory < 0
+            or self.arrow_expansion <= 0
+            or self.memory_factor <= 0
+        ):
             raise ValueError(f"sizing settings must be positive: {self}")
         if self.max_task_cpus < 1:
             raise ValueError(f"max_task_cpus must be at least 1: {self.max_task_cpus}")
@@ -64,12 +73,16 @@ class ExecutorShape:
     python_memory: int | None
 
     @classmethod
-    def from_conf(cls, conf: Mapping[str, str], master: str) -> ExecutorShape | None:
-        """The executors of a session with ``conf`` on ``master`` (``None`` in local mode: no executors)."""
+    def from_conf(
+        cls, conf: Mapping[str, str], master: str, python_memory: int = 0
+    ) -> ExecutorShape | None:
+        """The executors of a session with ``conf`` on ``master`` (``None`` in local mode: no executors);
+        ``python_memory`` (when not 0) wins over ``spark.executor.pyspark.memory``."""
         if master.startswith("local"):
             return None
         memory = conf.get("spark.executor.pyspark.memory")
-        return cls(int(conf.get("spark.executor.cores", "1")), parse_size(memory) if memory else None)
+        limit = python_memory or (parse_size(memory) if memory else None)
+        return cls(int(conf.get("spark.executor.cores", "1")), limit)
 
 
 @dataclass(frozen=True)
@@ -100,7 +113,7 @@ def memory_warning(size: JobSize, executor: ExecutorShape | None) -> str | None:
         return None
     return (
         f"its largest task reads {_human(size.largest_task_bytes)} and may need about "
-        f"{_human(size.task_memory)}, more than spark.executor.pyspark.memory "
+        f"{_human(size.task_memory)}, more than the executors' Python memory "
         f"({_human(executor.python_memory)}): raise it, or plan smaller file groups"
     )
 

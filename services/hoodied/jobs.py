@@ -93,11 +93,13 @@ def run_service_job(
     """
     started = time.monotonic()
     job = service.prepare(storage, lock, instant_time, settings or {}, table)
+    sizing = sizing or SizingSettings()
     executor = None
     if spark is not None:
         sc = spark.sparkContext
-        executor = ExecutorShape.from_conf(dict(sc.getConf().getAll()), sc.master or "local")
-    size = size_job(job.task_bytes, len(job.tasks), sizing or SizingSettings(), executor)
+        conf = dict(sc.getConf().getAll())
+        executor = ExecutorShape.from_conf(conf, sc.master or "local", sizing.executor_python_memory)
+    size = size_job(job.task_bytes, len(job.tasks), sizing, executor)
     on_executors = spark is not None and not job.in_driver and not size.in_driver and bool(job.tasks)
     T = job.instant.time
     table_name = job.table_name or storage.uri.rstrip("/").rsplit("/", 1)[-1]

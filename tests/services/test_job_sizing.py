@@ -30,6 +30,8 @@ def test_executor_shape_comes_from_the_session_settings() -> None:
     assert ExecutorShape.from_conf(conf, "spark://h:7077") == ExecutorShape(4, 8192 * MiB)
     assert ExecutorShape.from_conf(conf, "local[2]") is None
     assert ExecutorShape.from_conf({}, "k8s://https://k") == ExecutorShape(1, None)
+    # hoodied's own figure (sizing only) wins over Spark's enforced limit.
+    assert ExecutorShape.from_conf(conf, "spark://h:7077", 6144 * MiB) == ExecutorShape(4, 6144 * MiB)
 
 
 def test_tasks_take_more_cpus_when_their_memory_would_not_fit_side_by_side() -> None:
@@ -72,6 +74,6 @@ def test_a_task_too_big_for_its_executor_is_named() -> None:
     assert big.task_cpus == 2  # alone on its executor, and still too big:
     warning = memory_warning(big, executor)
     assert warning is not None
-    assert "2.3 GiB, more than spark.executor.pyspark.memory (1.0 GiB)" in warning
+    assert "2.3 GiB, more than the executors' Python memory (1.0 GiB)" in warning
     assert memory_warning(size_job([10 * MiB], 1, SizingSettings(), executor), executor) is None
     assert memory_warning(big, None) is None
