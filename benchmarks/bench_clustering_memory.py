@@ -15,7 +15,8 @@ once per run, every measured run on a fresh copy):
   The clustering plan holds the one group of all the slices (``small_file_limit`` and the group bound
   raised), with ``numOutputFileGroups`` FILES. It runs once sorted by ``rider, ts`` (linear), once sorted on
   a z-order curve over ``ts, fare``, and once without sort columns. The indexing build is the record index
-  over all the slices, as one task (``build_index_records``).
+  over all the slices, as one task (``build_index_share``: what a Spark task runs; the driver makes the
+  records).
 - log compaction: one file group of GROUP_BYTES / SLICES, then six upserts of 10% of its keys (six log
   files). Its slice size is the Arrow size of the log's distinct keys at the merged row size.
 
@@ -206,7 +207,7 @@ def child_clustering(path: str, variant: str, files: int) -> Result:
 
 def child_indexing(path: str) -> Result:
     from hoodie.indexing.execute import (
-        build_index_records,
+        build_index_share,
         index_slices,
         pending_indexing_plan,
         schedule_indexing,
@@ -221,8 +222,8 @@ def child_indexing(path: str) -> Result:
     slices = index_slices(table)
 
     def run() -> Result:
-        built = build_index_records(storage, table.config, instant.time, partitions, slices)
-        return {"records": sum(len(r) for r in built.records.values()), "slices": len(slices)}
+        built = build_index_share(storage, table.config, instant.time, partitions, slices)
+        return {"records": sum(len(loc.keys) for loc in built.locations), "slices": len(slices)}
 
     return _measured(run)
 

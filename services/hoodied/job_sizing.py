@@ -73,9 +73,7 @@ class ExecutorShape:
     python_memory: int | None
 
     @classmethod
-    def from_conf(
-        cls, conf: Mapping[str, str], master: str, python_memory: int = 0
-    ) -> ExecutorShape | None:
+    def from_conf(cls, conf: Mapping[str, str], master: str, python_memory: int = 0) -> ExecutorShape | None:
         """The executors of a session with ``conf`` on ``master`` (``None`` in local mode: no executors);
         ``python_memory`` (when not 0) wins over ``spark.executor.pyspark.memory``."""
         if master.startswith("local"):

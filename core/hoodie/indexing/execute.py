@@ -24,12 +24,15 @@ dropping ``files`` deletes the whole metadata table, as Hudi does.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import fastavro
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from hoodie.config import METADATA_PARTITIONS, METADATA_PARTITIONS_INFLIGHT, TableConfig, table_checksum
 from hoodie.errors import HoodieError, NothingToDo
@@ -72,11 +75,14 @@ from hoodie.write.partition_metafile import write_partition_metafile
 
 __all__ = [
     "INDEXABLE",
+    "IndexShare",
     "IndexingFailed",
     "IndexingResult",
+    "KeyLocations",
     "NothingToIndex",
     "ScheduledIndexing",
     "build_index_records",
+    "build_index_share",
     "complete_indexing",
     "drop_index",
     "initialize_metadata_table",
@@ -347,15 +353,48 @@ def index_slices(table: Table) -> list[FileSlice]:
     return table.file_slices()
 
 
-def build_index_records(
+@dataclass(frozen=True)
+class KeyLocations:
+    """The live keys of one file slice (first occurrences, in slice order) and where the record index puts
+    them: compact (an Arrow array) until the driver makes records of them."""
+
+    partition_path: str
+    file_id: str
+    instant_time: str
+    keys: pa.Array
+
+
+@dataclass(frozen=True)
+class IndexShare:
+    """What one task of a build returns: the records of every partition but the record index, and the record
+    index's key locations per slice (:meth:`to_update` makes the records, in the driver). A task so holds a
+    slice's merge at a time and its keys as Arrow strings, never a Python record per key."""
+
+    update: MetadataUpdate
+    locations: tuple[KeyLocations, ...] = ()
+
+    def to_update(self, config: TableConfig) -> MetadataUpdate:
+        if not self.locations:
+            return self.update
+        records = {p: list(r) for p, r in self.update.records.items()}
+        index = records.setdefault(MetadataPartition.RECORD_INDEX, [])
+        for loc in self.locations:
+            keys = [str(k) for k in loc.keys.to_pylist()]
+            index.extend(
+                index_records_of_keys(config, keys, loc.partition_path, loc.file_id, loc.instant_time)
+            )
+        return dataclasses.replace(self.update, records=records)
+
+
+def build_index_share(
     storage: Storage,
     config: TableConfig,
     instant_time: str,
     partitions: Sequence[str],
     slices: Sequence[FileSlice],
-) -> MetadataUpdate:
-    """The records of ``partitions`` for the files of ``slices`` (one task's share of a build): statistics
-    and bloom filters of each base file; each live key's location (read through the slice's merge)."""
+) -> IndexShare:
+    """One task's share of a build (see :class:`IndexShare`): statistics and bloom filters of each base file;
+    each live key's location (read through the slice's merge, one slice at a time)."""
     wanted = set(partitions)
     scoped = config.updated(
         {
@@ -374,20 +413,31 @@ def build_index_records(
         if s.base_file_path is not None
     ]
     update = update_for_rewrite(storage, scoped, instant_time, stats, record_index=False)
-    records: dict[str, list[MetadataRecord]] = {p: list(r) for p, r in update.records.items()}
+    locations: list[KeyLocations] = []
     if MetadataPartition.RECORD_INDEX in wanted:
         table = Table.load(storage)
         for s in slices:
             merged = table.read_file_slice(s, strict=True)
             if merged is None or not merged.num_rows:
                 continue
-            # A key the slice repeats has one location. (Tables without meta fields key by their fields: a
-            # _hoodie_record_key column such files may carry holds nulls.)
-            keys = list(dict.fromkeys(str(k) for k in table.record_keys_of(merged).to_pylist()))
-            records.setdefault(MetadataPartition.RECORD_INDEX, []).extend(
-                index_records_of_keys(config, keys, s.partition_path, s.file_id, instant_of(s))
-            )
-    return MetadataUpdate(instant_time, records=records)
+            # A key the slice repeats has one location (unique keeps first occurrences, in order). Tables
+            # without meta fields key by their fields: a _hoodie_record_key column such files carry is null.
+            keys = pc.unique(table.record_keys_of(merged).cast(pa.string()))
+            del merged
+            locations.append(KeyLocations(s.partition_path, s.file_id, instant_of(s), keys))
+    return IndexShare(update, tuple(locations))
+
+
+def build_index_records(
+    storage: Storage,
+    config: TableConfig,
+    instant_time: str,
+    partitions: Sequence[str],
+    slices: Sequence[FileSlice],
+) -> MetadataUpdate:
+    """The records of ``partitions`` for the files of ``slices`` (:func:`build_index_share`, its records
+    made here)."""
+    return build_index_share(storage, config, instant_time, partitions, slices).to_update(config)
 
 
 def instant_of(file_slice: FileSlice) -> str:

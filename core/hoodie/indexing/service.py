@@ -4,10 +4,10 @@ metadata-table partitions (column stats, bloom filters, record index, partition 
 An operator requests it (``hoodied index --mode schedule``, Hudi's ``HoodieIndexer``): hoodied does not
 schedule it on its own. The driver reads the plan and records the write instants completed at that moment
 (``seen``): the build reads the table as they left it. The latest file slices are split into tasks of a few
-slices each (:func:`shares`); a task returns the records of its slices
-(:func:`~hoodie.indexing.execute.build_index_records`). The commit merges them into one update and, under the
-table lock, completes the indexing (:func:`~hoodie.indexing.execute.complete_indexing`), which catches up
-with the writes that completed while the tasks ran.
+slices each (:func:`shares`); a task returns the records of its slices, the record index's as compact key
+locations (:func:`~hoodie.indexing.execute.build_index_share`). The commit makes and merges them into one
+update and, under the table lock, completes the indexing (:func:`~hoodie.indexing.execute.complete_indexing`),
+which catches up with the writes that completed while the tasks ran.
 
 Tasks write nothing: a failed task, a failed run or a lost claim leaves the instant pending and its
 partitions inflight (writers keep them up to date meanwhile), and the next run builds again.
@@ -22,7 +22,8 @@ from hoodie.config import TableConfig
 from hoodie.file_group.file_group import FileSlice
 from hoodie.indexing.execute import (
     IndexingResult,
-    build_index_records,
+    IndexShare,
+    build_index_share,
     complete_indexing,
     index_slices,
     pending_indexing,
@@ -54,10 +55,11 @@ class IndexTask:
     slices: tuple[FileSlice, ...]
 
 
-def build_share(task: IndexTask, write_token: str) -> MetadataUpdate:
-    """One task: the records of a share of the slices (a build writes nothing, so the token is not used)."""
+def build_share(task: IndexTask, write_token: str) -> IndexShare:
+    """One task: a share of the slices (a build writes nothing, so the token is not used); the driver makes
+    the records (:meth:`~hoodie.indexing.execute.IndexShare.to_update`)."""
     storage = task.storage.open()
-    return build_index_records(storage, task.config, task.instant_time, task.partitions, task.slices)
+    return build_index_share(storage, task.config, task.instant_time, task.partitions, task.slices)
 
 
 def shares(slices: Sequence[FileSlice], parallelism: int) -> list[tuple[FileSlice, ...]]:
@@ -125,7 +127,7 @@ class Indexing(TableService):
         instant_time: str | None,
         settings: Mapping[str, str],
         table: Table | None = None,
-    ) -> ServiceJob[IndexTask, MetadataUpdate]:
+    ) -> ServiceJob[IndexTask, IndexShare]:
         view = table if table is not None else Table.load(storage)
         instant, partitions = pending_indexing_plan(view, instant_time)
         seen = frozenset(i.time for i in view.timeline.completed_writes())
@@ -134,8 +136,8 @@ class Indexing(TableService):
             for n, share in enumerate(shares(index_slices(view), self.parallelism))
         )
 
-        def commit(results: Sequence[MetadataUpdate], fence: Fence | None) -> Done:
-            update = merge_updates(instant.time, results)
+        def commit(results: Sequence[IndexShare], fence: Fence | None) -> Done:
+            update = merge_updates(instant.time, [share.to_update(view.config) for share in results])
             return _done(complete_indexing(storage, lock, instant, update, seen, fence=fence), len(tasks))
 
         return ServiceJob(

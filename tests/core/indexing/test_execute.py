@@ -15,6 +15,7 @@ from hoodie import Table
 from hoodie.indexing.execute import (
     IndexingFailed,
     build_index_records,
+    build_index_share,
     complete_indexing,
     drop_index,
     index_slices,
@@ -263,3 +264,27 @@ def test_one_key_twice_in_an_update_is_merged_not_overwritten(tmp_path: Path) ->
     )
     complete_indexing(storage, lock, scheduled.instant, merged, seen)
     check_metadata_table(root, "partition statistics from two shares")
+
+
+def test_a_task_returns_compact_key_locations_and_the_driver_makes_the_same_records(tmp_path: Path) -> None:
+    """A build task holds no Python record per key: its record index is one Arrow array of keys per slice
+    (first occurrences, in slice order); the records made of it in the driver are the in-process build's."""
+    root = tmp_path / "t"
+    _generate(root, 8)
+    storage = Storage.for_uri(str(root))
+    lock = FileSystemLock(storage)
+    scheduled = schedule_indexing(storage, lock, ["record_index", "column_stats"])
+    assert scheduled.instant is not None
+    table = Table.open(str(root))
+    T = scheduled.instant.time
+    parts = ["record_index", "column_stats"]
+    share = build_index_share(storage, table.config, T, parts, index_slices(table))
+    assert "record_index" not in share.update.records
+    assert share.update.records["column_stats"]
+    assert share.locations
+    for loc in share.locations:
+        assert isinstance(loc.keys, pa.Array)
+        assert len(loc.keys) == len(set(loc.keys.to_pylist()))
+    whole = build_index_records(storage, table.config, T, parts, index_slices(table))
+    assert share.to_update(table.config).records == whole.records
+    assert len(whole.records["record_index"]) == sum(len(loc.keys) for loc in share.locations)
