@@ -36,7 +36,8 @@ from support.azurite import Azurite
 from support.daemon_tables import PendingTable, cow_table, mor_table
 from support.metadata_checks import check_metadata_table
 from support.replicas import Cluster, completed_files, wait_completed
-from support.s3_server import S3Server, free_port
+from support.s3_server import S3Server
+from support.server_process import free_port
 from support.shared import REPO_ROOT
 from support.zk_server import ZooKeeperServer
 

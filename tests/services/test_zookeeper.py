@@ -28,7 +28,8 @@ from hoodie.errors import LockError, LockLost, LockTimeout
 from hoodie.lock import LockProvider
 from hoodied.errors import ClaimHeld, ClaimLost, ServiceError
 from hoodied.zookeeper import ZooKeeper, ZooKeeperConfig
-from support.zk_server import TcpProxy, ZooKeeperServer, expire_session, free_port, java_classpath
+from support.server_process import free_port
+from support.zk_server import TcpProxy, ZooKeeperServer, expire_session, java_classpath
 
 SESSION_TIMEOUT = 4.0
 EVENT_THREAD = "hoodied-zookeeper-events"

@@ -17,8 +17,7 @@ from pathlib import Path
 
 from azure.storage.blob import BlobServiceClient
 
-from support.s3_server import free_port
-from support.server_process import ServerProcess
+from support.server_process import ServerProcess, free_port
 from support.shared import REPO_ROOT
 
 ACCOUNT = "devstoreaccount1"

@@ -22,7 +22,8 @@ from pathlib import Path
 from hoodie import Table
 from hoodie.timeline.instant import Instant, State
 from support.daemon_tables import PendingTable
-from support.zk_server import ZooKeeperServer, free_port
+from support.server_process import free_port
+from support.zk_server import ZooKeeperServer
 
 SESSION_TIMEOUT = 6.0
 POLL_INTERVAL = 1.0

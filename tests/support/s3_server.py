@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import boto3
 
-from support.server_process import ServerProcess
+from support.server_process import ServerProcess, free_port
 
 ACCESS_KEY = "hoodied-test"
 SECRET_KEY = "hoodied-test-secret"
@@ -29,12 +28,6 @@ def moto_available() -> str | None:
     if shutil.which("moto_server") is None:
         return "moto_server is not installed (the test extra installs moto[server])"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class S3Server:
@@ -111,4 +104,4 @@ class S3Server:
         return folder
 
 
-__all__ = ["S3Server", "free_port", "moto_available"]
+__all__ = ["S3Server", "moto_available"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -13,6 +14,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 START_TIMEOUT_SECONDS = 60.0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 class ServerProcess:
@@ -61,4 +69,4 @@ class ServerProcess:
             self._out = None
 
 
-__all__ = ["ServerProcess"]
+__all__ = ["ServerProcess", "free_port"]

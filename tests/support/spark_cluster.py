@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -23,15 +22,9 @@ from pathlib import Path
 
 import pyspark
 
-from support.server_process import ServerProcess
+from support.server_process import ServerProcess, free_port
 
 SPARK_HOME = Path(pyspark.__file__).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def executor_python(folder: Path) -> Path:
@@ -162,4 +155,4 @@ class StandaloneCluster:
         self.processes.clear()
 
 
-__all__ = ["SPARK_HOME", "StandaloneCluster", "executor_python", "free_port", "worker_environment"]
+__all__ = ["SPARK_HOME", "StandaloneCluster", "executor_python", "worker_environment"]

@@ -35,6 +35,8 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from support.server_process import free_port
+
 JAVA_DIR = Path(os.environ.get("HOODIE_JAVA_DIR", "/usr/share/java"))
 SERVER_JARS = ("zookeeper.jar", "zookeeper-jute.jar")
 LOG_BINDING_JAR = "slf4j-simple.jar"
@@ -86,13 +88,6 @@ def zookeeper_available(java_dir: Path = JAVA_DIR) -> str | None:
         jars = ", ".join(missing)
         return f"ZooKeeper jars {jars} not found in {java_dir} (.ci/run installs Debian's zookeeper)"
     return None
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def four_letter_word(port: int, word: bytes, timeout: float = 1.0) -> str:
