@@ -104,7 +104,7 @@ from hoodie.read.conform import conform_table
 from hoodie.read.merge import drop_deleted_rows
 from hoodie.storage import Storage, StorageRef
 from hoodie.table import Table
-from hoodie.timeline.instant import Instant, State
+from hoodie.timeline.instant import Instant
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import (
     ClusteringGroup,
@@ -122,10 +122,9 @@ from hoodie.write.service_commit import (
     by_partition,
     check_still_inflight,
     complete_rewrite,
-    without_meta_fields,
     written_rows,
 )
-from hoodie.write.service_instant import pending_instant, results_by_task
+from hoodie.write.service_instant import pending_instant, restart_abandoned, results_by_task, writer_schema
 
 logger = logging.getLogger(__name__)
 
@@ -264,20 +263,13 @@ def prepare_clustering(
         raise CorruptTimelineFile(f"clustering {instant.time} of {storage.uri} holds no clustering plan")
     sort_columns, strategy = _check_executable(plan, instant.time, layout or LayoutConfig())
     _check_curve_columns(table, instant.time, sort_columns, strategy)
-    rolled_back = None
-    if instant.state is State.INFLIGHT:
-        rolled_back = rollback_unfinished(
-            storage, lock, instant, _rollback_groups(plan), time_generator=generator
-        )
-        instant = Instant(instant.time, instant.action, State.REQUESTED)
+    instant, rolled_back = restart_abandoned(storage, lock, instant, _rollback_groups(plan), generator)
+    if rolled_back is not None:
         table = Table.load(storage)
     conflict = find_conflict(table, instant.time, plan)
     if conflict is not None:
         _abort(storage, lock, instant, plan, conflict, generator)
-    writer_schema = table.latest_avro_schema() or table.config.create_schema
-    if not writer_schema:
-        raise ClusteringFailed(f"{storage.uri} records no table schema; cannot write base files")
-    writer_schema = without_meta_fields(writer_schema)
+    schema = writer_schema(table, writes="base files", failed=ClusteringFailed)
     timeline_writer = TimelineWriter(storage, table.config, lock, time_generator=generator)
     inflight = timeline_writer.start(instant)
     failpoint("clustering.after_inflight")
@@ -305,7 +297,7 @@ def prepare_clustering(
             partition_path=group.slices[0].partition_path,
             group=group,
             sort_columns=sort_columns,
-            writer_schema=writer_schema,
+            writer_schema=schema,
             parquet=options,
             config=table.config,
             layout=strategy,
@@ -313,9 +305,7 @@ def prepare_clustering(
         for i, group in enumerate(groups)
     )
     task_bytes = tuple(sum(slice_bytes(s) for s in g.slices) for g in groups)
-    return PreparedClustering(
-        inflight, plan, tasks, writer_schema, table.config, rolled_back, task_bytes=task_bytes
-    )
+    return PreparedClustering(inflight, plan, tasks, schema, table.config, rolled_back, task_bytes=task_bytes)
 
 
 def _check_executable(

@@ -62,10 +62,9 @@ from hoodie.write.service_commit import (
     by_partition,
     check_still_inflight,
     complete_rewrite,
-    without_meta_fields,
     written_rows,
 )
-from hoodie.write.service_instant import pending_instant, restart_abandoned, results_by_task
+from hoodie.write.service_instant import pending_instant, restart_abandoned, results_by_task, writer_schema
 
 logger = logging.getLogger(__name__)
 
@@ -173,10 +172,7 @@ def prepare_compaction(
     instant, rolled_back = restart_abandoned(storage, lock, instant, groups, generator)
     if rolled_back is not None:
         table = Table.load(storage)
-    writer_schema = table.latest_avro_schema() or table.config.create_schema
-    if not writer_schema:
-        raise CompactionFailed(f"{storage.uri} records no table schema; cannot write base files")
-    writer_schema = without_meta_fields(writer_schema)
+    schema = writer_schema(table, writes="base files", failed=CompactionFailed)
     timeline_writer = TimelineWriter(storage, table.config, lock, time_generator=generator)
     inflight = timeline_writer.start(instant)
     failpoint("compaction.after_inflight")
@@ -187,13 +183,13 @@ def prepare_compaction(
             instant_time=instant.time,
             index=i,
             operation=op,
-            writer_schema=writer_schema,
+            writer_schema=schema,
             parquet=options,
             config=table.config,
         )
         for i, op in enumerate(plan.operations)
     )
-    return PreparedCompaction(inflight, plan, tasks, writer_schema, table.config, rolled_back)
+    return PreparedCompaction(inflight, plan, tasks, schema, table.config, rolled_back)
 
 
 # -- step 2: a task compacts one slice ---------------------------------------------------------------------

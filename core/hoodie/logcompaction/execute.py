@@ -84,9 +84,8 @@ from hoodie.write.service_commit import (
     by_partition,
     check_still_inflight,
     complete_rewrite,
-    without_meta_fields,
 )
-from hoodie.write.service_instant import pending_instant, restart_abandoned, results_by_task
+from hoodie.write.service_instant import pending_instant, restart_abandoned, results_by_task, writer_schema
 
 logger = logging.getLogger(__name__)
 
@@ -208,11 +207,8 @@ def prepare_log_compaction(
     instant, rolled_back = restart_abandoned(storage, lock, instant, groups, generator)
     if rolled_back is not None:
         table = Table.load(storage)
-    schema = table.latest_avro_schema() or table.config.create_schema
-    if not schema:
-        raise LogCompactionFailed(f"{storage.uri} records no table schema; cannot write log blocks")
-    writer_schema = without_meta_fields(schema)
-    block_schema = with_meta_fields(writer_schema) if table.config.populate_meta_fields else writer_schema
+    schema = writer_schema(table, writes="log blocks", failed=LogCompactionFailed)
+    block_schema = with_meta_fields(schema) if table.config.populate_meta_fields else schema
     inflight = TimelineWriter(storage, table.config, lock, time_generator=generator).start(instant)
     failpoint(f"{SERVICE}.after_inflight")
     tasks = tuple(
@@ -227,7 +223,7 @@ def prepare_log_compaction(
         )
         for i, op in enumerate(plan.operations)
     )
-    return PreparedLogCompaction(inflight, plan, tasks, writer_schema, table.config, rolled_back)
+    return PreparedLogCompaction(inflight, plan, tasks, schema, table.config, rolled_back)
 
 
 # -- step 2: a task log-compacts one slice -----------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The steps every plan-driven service run shares around its own work (compaction, log compaction,
 clustering): finding the pending instant it runs, starting again from its plan when an earlier attempt was
-abandoned, and matching the tasks' results to its tasks before the commit.
+abandoned, the schema it writes with, and matching the tasks' results to its tasks before the commit.
 
 Each step's rule is the same for every service; only the words of its messages and the error it raises
 differ, so those are passed in.
@@ -14,10 +14,12 @@ from typing import Protocol, TypeVar
 from hoodie.errors import HoodieError, NothingToDo
 from hoodie.lock import LockProvider
 from hoodie.storage import Storage
+from hoodie.table import Table
 from hoodie.timeline.instant import Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.timeline import Timeline
 from hoodie.write.rollback import RollbackResult, rollback_unfinished
+from hoodie.write.service_commit import without_meta_fields
 
 
 class _Indexed(Protocol):
@@ -75,6 +77,16 @@ def restart_abandoned(
     return Instant(instant.time, instant.action, State.REQUESTED), rolled_back
 
 
+def writer_schema(table: Table, *, writes: str, failed: Callable[[str], HoodieError]) -> str:
+    """The Avro schema a run writes its files with: the table's latest (else the one it was created with),
+    without meta fields. A table that records none cannot be rewritten: ``failed`` says so, naming what the
+    run ``writes`` (``base files``)."""
+    schema = table.latest_avro_schema() or table.config.create_schema
+    if not schema:
+        raise failed(f"{table.storage.uri} records no table schema; cannot write {writes}")
+    return without_meta_fields(schema)
+
+
 def results_by_task(
     results: Sequence[ResultT],
     indexes: Sequence[int],
@@ -97,4 +109,4 @@ def results_by_task(
     return by_index
 
 
-__all__ = ["pending_instant", "restart_abandoned", "results_by_task"]
+__all__ = ["pending_instant", "restart_abandoned", "results_by_task", "writer_schema"]
