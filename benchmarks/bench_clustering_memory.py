@@ -34,7 +34,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -49,6 +48,7 @@ from hoodie.table import Table
 from hoodie.testing.generate import TRIPS_SCHEMA, TripGenerator
 from hoodie.testing.table_writer import TableWriter, WriteConfig
 from hoodie.write.base_file import ParquetOptions
+from process_memory import memory_mark, memory_peak
 
 RESULT_PREFIX = "BENCH_RESULT "
 TARGET = 3.0
@@ -113,34 +113,6 @@ def build_log_table(path: str, group_bytes: float, slices: int) -> None:
 
 
 # -- the children ------------------------------------------------------------------------------------------
-
-
-def _status_kib(field: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def memory_mark() -> int:
-    """The current RSS in KiB, with the peak (``VmHWM``) reset to it where Linux allows (``ru_maxrss`` is
-    carried over ``exec`` from the parent, so it is not used)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-    mark = _status_kib("VmHWM")
-    return mark if mark is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
-def memory_peak() -> int:
-    peak = _status_kib("VmHWM")
-    return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def largest_slice_bytes(path: str) -> tuple[int, int, int]:

@@ -43,7 +43,6 @@ import importlib.util
 import json
 import os
 import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -60,6 +59,7 @@ from hoodie.table import Table
 from hoodie.testing.generate import TRIPS_SCHEMA, TripGenerator
 from hoodie.testing.table_writer import TableWriter, WriteConfig
 from hoodie.write.base_file import ParquetOptions
+from process_memory import memory_mark, memory_peak
 
 RESULT_PREFIX = "BENCH_RESULT "
 VARIANTS = ("ours", "pyarrow", "hudi-rs")
@@ -110,36 +110,6 @@ def mb(n: float) -> str:
 
 
 # -- the children: one run of one variant ----------------------------------------------------------------
-
-
-def _status_kib(field: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def memory_mark() -> int:
-    """The RSS to measure from, in KiB: the current RSS with the peak reset to it when Linux allows (else the
-    peak so far). Not ``ru_maxrss``: Linux carries it over ``exec`` from the parent (``fork``/``vfork`` then
-    ``exec``), so a child's ``ru_maxrss`` starts at the size of the benchmark's parent process."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset the peak RSS (VmHWM) to the current RSS
-    except OSError:
-        pass
-    mark = _status_kib("VmHWM")
-    return mark if mark is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
-def memory_peak() -> int:
-    """The peak RSS since :func:`memory_mark`, in KiB."""
-    peak = _status_kib("VmHWM")
-    return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def child_ours(path: str, codec: str) -> Result:
