@@ -98,7 +98,8 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
     if not java_available():
         raise ServiceError("Spark needs a Java runtime (17 or later): install openjdk-17-jre-headless")
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    executor_python = config.settings().get(EXECUTOR_PYTHON)
+    settings = config.settings()
+    executor_python = settings.get(EXECUTOR_PYTHON)
     if executor_python:  # PySpark takes the executors' Python from the environment only
         os.environ["PYSPARK_PYTHON"] = executor_python
     if config.master.startswith("local"):
@@ -110,7 +111,7 @@ def spark_session(config: SparkConfig | None = None) -> SparkSession:
     except ImportError as e:  # pragma: no cover - pyspark is a dependency
         raise ServiceError(f"pyspark is not installed: {e}") from e
     builder = SparkSession.builder.master(config.master).appName(config.app_name)
-    for key, value in config.settings().items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
