@@ -60,7 +60,7 @@ from hoodie.clustering.layout import LAYOUT_OPTIMIZE_STRATEGY, LayoutConfig, cur
 from hoodie.compaction.plan import blocked_file_groups
 from hoodie.errors import CorruptTimelineFile, InvalidWriteConfig
 from hoodie.file_group.file_group import FileSlice
-from hoodie.lock import LockProvider, held
+from hoodie.lock import LockProvider
 from hoodie.metadata_table import refuse_metadata_table
 from hoodie.settings import bool_setting, int_setting
 from hoodie.storage import Storage
@@ -86,6 +86,7 @@ from hoodie.timeline.metadata import (
 )
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.base_file import PARQUET_MAX_FILE_SIZE, PARQUET_MAX_FILE_SIZE_DEFAULT
+from hoodie.write.service_instant import Planned, request_planned
 
 logger = logging.getLogger(__name__)
 
@@ -276,12 +277,8 @@ def _list(config: Mapping[str, str], key: str) -> tuple[str, ...]:
 # -- results -----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PlanResult:
-    """A plan, or ``None`` with the reason nothing was planned."""
-
-    plan: ClusteringPlan | None
-    reason: str
+#: A plan, or ``None`` with the reason nothing was planned.
+PlanResult = Planned[ClusteringPlan]
 
 
 @dataclass(frozen=True)
@@ -530,28 +527,28 @@ def schedule_clustering(
         decision = evaluate_clustering_trigger(table, config)
         if not decision.fire:
             return ScheduleResult(None, None, decision.reason, decision)
-    ahead = plan_clustering(table, generator.provisional(table.config, table.timeline), config)
-    if ahead.plan is None:
-        logger.debug("clustering of %s not scheduled: %s", storage.uri, ahead.reason)
-        return ScheduleResult(None, None, ahead.reason, decision)
-    with held(lock):
-        instant_time = generator.next(storage, table.config)
-        table = Table.load(storage)  # the view at the instant time, under the lock
-        result = plan_clustering(table, instant_time, config)
-        if result.plan is None:
-            logger.info("clustering of %s not scheduled: %s", storage.uri, result.reason)
-            return ScheduleResult(None, None, result.reason, decision)
-        version = table.config.table_version
+
+    def request(view: Table, instant_time: str, plan: ClusteringPlan) -> Instant:
+        version = view.config.table_version
         content = RequestedReplaceMetadata(
             operation_type=OPERATION_TYPE,
-            clustering_plan=result.plan,
+            clustering_plan=plan,
             extra_metadata={},
             version=plan_versions(version).requested_replace,
         )
-        instant = TimelineWriter(storage, table.config, lock).request(
+        return TimelineWriter(storage, view.config, lock).request(
             requested_action(version), instant_time, content
         )
-    logger.info("scheduled clustering %s on %s: %s", instant_time, storage.uri, result.reason)
+
+    instant, result = request_planned(
+        storage,
+        lock,
+        table,
+        generator,
+        what="clustering",
+        plan=lambda view, t: plan_clustering(view, t, config),
+        request=request,
+    )
     return ScheduleResult(instant, result.plan, result.reason, decision)
 
 

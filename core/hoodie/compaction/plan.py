@@ -32,7 +32,7 @@ from hoodie.compaction.strategy import CompactionConfig
 from hoodie.compaction.trigger import TriggerConfig, TriggerDecision, evaluate_trigger
 from hoodie.errors import UnsupportedTable
 from hoodie.file_group.file_group import FileGroupId
-from hoodie.lock import LockProvider, held
+from hoodie.lock import LockProvider
 from hoodie.metadata_table import MetadataTableNotSupported, refuse_metadata_table
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -40,16 +40,13 @@ from hoodie.timeline.instant import COMPACTION, WRITE_ACTIONS, Instant
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import CompactionOperation, CompactionPlan, encode_compaction_plan
 from hoodie.timeline.writer import TimelineWriter
+from hoodie.write.service_instant import Planned, request_planned
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class PlanResult:
-    """A plan, or ``None`` with the reason nothing was planned."""
-
-    plan: CompactionPlan | None
-    reason: str
+#: A plan, or ``None`` with the reason nothing was planned.
+PlanResult = Planned[CompactionPlan]
 
 
 @dataclass(frozen=True)
@@ -177,20 +174,20 @@ def schedule_compaction(
         decision = evaluate_trigger(table.timeline, trigger, generator.now_in_zone(table.config))
         if not decision.fire:
             return ScheduleResult(None, None, decision.reason, decision)
-    ahead = plan_compaction(table, generator.provisional(table.config, table.timeline), config)
-    if ahead.plan is None:
-        logger.debug("compaction of %s not scheduled: %s", storage.uri, ahead.reason)
-        return ScheduleResult(None, None, ahead.reason, decision)
-    with held(lock):
-        instant_time = generator.next(storage, table.config)
-        table = Table.load(storage)  # the view at the instant time, under the lock
-        result = plan_compaction(table, instant_time, config)
-        if result.plan is None:
-            logger.info("compaction of %s not scheduled: %s", storage.uri, result.reason)
-            return ScheduleResult(None, None, result.reason, decision)
-        content = encode_compaction_plan(result.plan, table_version=table.config.table_version)
-        instant = TimelineWriter(storage, table.config, lock).request(COMPACTION, instant_time, content)
-    logger.info("scheduled compaction %s on %s: %s", instant_time, storage.uri, result.reason)
+
+    def request(view: Table, instant_time: str, plan: CompactionPlan) -> Instant:
+        content = encode_compaction_plan(plan, table_version=view.config.table_version)
+        return TimelineWriter(storage, view.config, lock).request(COMPACTION, instant_time, content)
+
+    instant, result = request_planned(
+        storage,
+        lock,
+        table,
+        generator,
+        what="compaction",
+        plan=lambda view, t: plan_compaction(view, t, config),
+        request=request,
+    )
     return ScheduleResult(instant, result.plan, result.reason, decision)
 
 

@@ -37,7 +37,7 @@ from hoodie.compaction.plan import blocked_file_groups
 from hoodie.compaction.strategy import CompactionConfig
 from hoodie.errors import UnsupportedTable
 from hoodie.file_group.file_group import FileSlice
-from hoodie.lock import LockProvider, held
+from hoodie.lock import LockProvider
 from hoodie.log.block import MAGIC, ROLLBACK_PREVIOUS_BLOCK, BlockType, HeaderKey, LogBlock, iter_blocks
 from hoodie.log.log_file import LogFile
 from hoodie.logcompaction.trigger import LogCompactionConfig, TriggerDecision, evaluate_trigger
@@ -53,6 +53,7 @@ from hoodie.timeline.metadata import (
     encode_compaction_plan,
 )
 from hoodie.timeline.writer import TimelineWriter
+from hoodie.write.service_instant import Planned, request_planned
 
 logger = logging.getLogger(__name__)
 
@@ -61,12 +62,8 @@ EXECUTION_HELPER = "org.apache.hudi.table.action.compact.LogCompactionExecutionH
 """The ``compactorClassName`` of every log compaction plan (Hudi's, kept for compatibility)."""
 
 
-@dataclass(frozen=True)
-class PlanResult:
-    """A plan, or ``None`` with the reason nothing was planned."""
-
-    plan: CompactionPlan | None
-    reason: str
+#: A plan, or ``None`` with the reason nothing was planned.
+PlanResult = Planned[CompactionPlan]
 
 
 @dataclass(frozen=True)
@@ -243,20 +240,20 @@ def schedule_log_compaction(
         decision = evaluate_trigger(table.timeline)
         if not decision.fire:
             return ScheduleResult(None, None, decision.reason, decision)
-    ahead = plan_log_compaction(table, generator.provisional(table.config, table.timeline), config)
-    if ahead.plan is None:
-        logger.debug("log compaction of %s not scheduled: %s", storage.uri, ahead.reason)
-        return ScheduleResult(None, None, ahead.reason, decision)
-    with held(lock):
-        instant_time = generator.next(storage, table.config)
-        table = Table.load(storage)  # the view at the instant time, under the lock
-        result = plan_log_compaction(table, instant_time, config)
-        if result.plan is None:
-            logger.info("log compaction of %s not scheduled: %s", storage.uri, result.reason)
-            return ScheduleResult(None, None, result.reason, decision)
-        content = encode_compaction_plan(result.plan, table_version=table.config.table_version)
-        instant = TimelineWriter(storage, table.config, lock).request(LOG_COMPACTION, instant_time, content)
-    logger.info("scheduled log compaction %s on %s: %s", instant_time, storage.uri, result.reason)
+
+    def request(view: Table, instant_time: str, plan: CompactionPlan) -> Instant:
+        content = encode_compaction_plan(plan, table_version=view.config.table_version)
+        return TimelineWriter(storage, view.config, lock).request(LOG_COMPACTION, instant_time, content)
+
+    instant, result = request_planned(
+        storage,
+        lock,
+        table,
+        generator,
+        what="log compaction",
+        plan=lambda view, t: plan_log_compaction(view, t, config),
+        request=request,
+    )
     return ScheduleResult(instant, result.plan, result.reason, decision)
 
 

@@ -1,6 +1,7 @@
-"""The steps every plan-driven service run shares around its own work (compaction, log compaction,
-clustering): finding the pending instant it runs, starting again from its plan when an earlier attempt was
-abandoned, the schema it writes with, and matching the tasks' results to its tasks before the commit.
+"""The steps every plan-driven service shares around its own work (compaction, log compaction, clustering):
+requesting an instant once there is a plan, finding the pending instant a run starts from, starting again
+from its plan when an earlier attempt was abandoned, the schema it writes with, and matching the tasks'
+results to its tasks before the commit.
 
 Each step's rule is the same for every service; only the words of its messages and the error it raises
 differ, so those are passed in.
@@ -8,11 +9,13 @@ differ, so those are passed in.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 from hoodie.errors import HoodieError, NothingToDo
-from hoodie.lock import LockProvider
+from hoodie.lock import LockProvider, held
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.instant import Instant, State
@@ -21,6 +24,8 @@ from hoodie.timeline.timeline import Timeline
 from hoodie.write.rollback import RollbackResult, rollback_unfinished
 from hoodie.write.service_commit import without_meta_fields
 
+logger = logging.getLogger(__name__)
+
 
 class _Indexed(Protocol):
     @property
@@ -28,6 +33,50 @@ class _Indexed(Protocol):
 
 
 ResultT = TypeVar("ResultT", bound=_Indexed)
+PlanT = TypeVar("PlanT")
+
+
+@dataclass(frozen=True)
+class Planned(Generic[PlanT]):
+    """A planner's answer: a plan, or ``None`` with the reason nothing was planned."""
+
+    plan: PlanT | None
+    reason: str
+
+
+def request_planned(
+    storage: Storage,
+    lock: LockProvider,
+    table: Table,
+    generator: InstantTimeGenerator,
+    *,
+    what: str,
+    plan: Callable[[Table, str], Planned[PlanT]],
+    request: Callable[[Table, str, PlanT], Instant],
+) -> tuple[Instant | None, Planned[PlanT]]:
+    """Request an instant of a plan made by ``plan(view, instant_time)``; returns the instant (or ``None``)
+    and the planner's answer it was made of.
+
+    The plan is first made on ``table`` (read without the lock) at a provisional time: when it is empty, no
+    instant time is taken and the lock is never held. Otherwise, under the lock, the instant time is
+    generated (with the clock-skew wait), the view read again and the plan made again on it, and
+    ``request(view, instant_time, plan)`` writes the requested file: the lock holds from the instant time to
+    the requested file, so no write completes in between unseen. ``what`` names the service in logs."""
+    ahead = plan(table, generator.provisional(table.config, table.timeline))
+    if ahead.plan is None:
+        logger.debug("%s of %s not scheduled: %s", what, storage.uri, ahead.reason)
+        return None, ahead
+    with held(lock):
+        instant_time = generator.next(storage, table.config)
+        view = Table.load(storage)  # the view at the instant time, under the lock
+        result = plan(view, instant_time)
+        made = result.plan
+        if made is None:
+            logger.info("%s of %s not scheduled: %s", what, storage.uri, result.reason)
+            return None, result
+        instant = request(view, instant_time, made)
+    logger.info("scheduled %s %s on %s: %s", what, instant_time, storage.uri, result.reason)
+    return instant, result
 
 
 def pending_instant(
@@ -109,4 +158,11 @@ def results_by_task(
     return by_index
 
 
-__all__ = ["pending_instant", "restart_abandoned", "results_by_task", "writer_schema"]
+__all__ = [
+    "Planned",
+    "pending_instant",
+    "request_planned",
+    "restart_abandoned",
+    "results_by_task",
+    "writer_schema",
+]
