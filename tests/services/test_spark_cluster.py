@@ -78,6 +78,17 @@ def _driver_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _run_once(config: Path) -> subprocess.CompletedProcess[str]:
+    """One pass of the daemon (``hoodied run --once``) as its own process, the Spark driver."""
+    return subprocess.run(
+        ["hoodied", "run", "--once", "--config", str(config)],
+        env=_driver_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
 def _events(folder: Path) -> list[dict[str, object]]:
     return [json.loads(line) for f in _event_files(folder) for line in f.read_text().splitlines() if line]
 
@@ -119,13 +130,7 @@ def test_the_daemon_runs_every_job_on_the_cluster_with_shipped_code(
             """
         )
     )
-    run = subprocess.run(
-        ["hoodied", "run", "--once", "--config", str(config)],
-        env=_driver_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    run = _run_once(config)
     assert run.returncode == 0, run.stderr[-4000:]
     assert "to the executors" in run.stderr
     for t in (mor, cow):
@@ -241,13 +246,7 @@ def test_executors_with_other_code_refuse_every_task(
             """
         )
     )
-    run = subprocess.run(
-        ["hoodied", "run", "--once", "--config", str(config)],
-        env=_driver_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    run = _run_once(config)
     assert run.returncode == 1, run.stderr[-3000:]
     assert "CodeMismatch: this executor imports hoodied" in run.stderr, run.stderr[-3000:]
     assert str(other) in run.stderr
