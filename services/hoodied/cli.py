@@ -9,24 +9,25 @@
     hoodied generate PATH --table-type mor --table-version 8 --rows N --commits K --update-fraction F
                      --delete-fraction D --partitions P [--log-format avro|parquet] [--seed S]
                      [--operation upsert|insert|bulk_insert]
-    hoodied compact PATH --mode schedule|execute|schedule-and-execute [--instant T] [--strategy NAME]
-                    [--spark-master URL] [--conf key=value ...]
-    hoodied clean PATH [--mode schedule|execute|schedule-and-execute] [--instant T] [--policy NAME]
-                  [--spark] [--spark-master URL] [--conf key=value ...]
-    hoodied cluster PATH --mode schedule|execute|schedule-and-execute [--instant T] [--sort-columns a,b]
-                    [--spark-master URL] [--conf key=value ...]
+    hoodied compact PATH --mode schedule|execute|schedule-and-execute [--instant T [--take-over]]
+                    [--strategy NAME] [--spark-master URL] [--conf key=value ...]
+    hoodied clean PATH [--mode schedule|execute|schedule-and-execute] [--instant T [--take-over]]
+                  [--policy NAME] [--spark] [--spark-master URL] [--conf key=value ...]
+    hoodied cluster PATH --mode schedule|execute|schedule-and-execute [--instant T [--take-over]]
+                    [--sort-columns a,b] [--spark-master URL] [--conf key=value ...]
     hoodied index PATH --mode schedule|execute|schedule-and-execute|dropindex [--index-types a,b]
-                  [--instant T] [--spark-master URL] [--conf key=value ...]
-    hoodied logcompact PATH --mode schedule|execute|schedule-and-execute [--instant T] [--spark]
+                  [--instant T [--take-over]] [--spark-master URL] [--conf key=value ...]
+    hoodied logcompact PATH --mode schedule|execute|schedule-and-execute [--instant T [--take-over]] [--spark]
                        [--conf key=value ...]
-    hoodied ttl PATH --mode schedule|execute|schedule-and-execute [--instant T] [--spark]
+    hoodied ttl PATH --mode schedule|execute|schedule-and-execute [--instant T [--take-over]] [--spark]
                 [--conf key=value ...]
     hoodied savepoint create|delete|list PATH [T] [--user U] [--comments C]
     hoodied restore PATH T [--conf key=value ...]
     hoodied archive PATH [--conf key=value ...]
     hoodied demo [--path DIR] [--duration S] [--port N] [--interval S] [--batch-rows N] [--drain-timeout S]
 
-Exit status 3: a clustering aborted on a conflict with a write (rolled back; schedule again).
+Exit status 3: a clustering aborted on a conflict with a write (rolled back; schedule again), or an inflight
+instant that hoodied did not start was left alone (its owner may be running it: ``--take-over`` runs it).
 
 Errors print one line (``hoodied: error: ...``) to stderr and exit with status 2 for bad input (a table we
 refuse, a damaged file) or 1 for anything unexpected.
@@ -131,7 +132,7 @@ def _add_service_command(
     p = sub.add_parser(command, help=help)
     p.add_argument("path")
     p.add_argument("--mode", choices=["schedule", "execute", "schedule-and-execute"], required=True)
-    p.add_argument("--instant", help=f"the pending {service} to execute (default: the earliest)")
+    _add_instant_option(p, service)
     p.add_argument("--spark", action="store_true", help="run the tasks as a Spark job (default: here)")
     p.add_argument("--spark-master", default="local[*]", help="Spark master with --spark (default: local[*])")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
@@ -349,7 +350,9 @@ def _run_pending(
     from hoodie.table import Table
     from hoodie.write.markers import sweep_completed
     from hoodied.claims import LocalClaim
+    from hoodied.errors import ForeignInstant
     from hoodied.jobs import run_service_job
+    from hoodied.ownership import NEVER
     from hoodied.spark import SparkConfig, spark_session
 
     service = service_named(name)
@@ -365,11 +368,22 @@ def _run_pending(
         spark = spark_session(SparkConfig(master=args.spark_master, conf=spark_conf)) if use_spark else None
         try:
             run = run_service_job(
-                spark, service, storage, lock, instant, settings=settings, fence=claim.check
+                spark,
+                service,
+                storage,
+                lock,
+                instant,
+                settings=settings,
+                fence=claim.check,
+                replica="hoodied-cli",
+                foreign_after=0.0 if args.take_over else NEVER,
             )
         except NothingToDo as e:
             print(str(e))
             return 0
+        except ForeignInstant as e:
+            print(f"{e}; --take-over runs it anyway")
+            return 3
         except CommitConflict as e:
             print(f"{name} {instant} aborted: {e}")
             return 3
@@ -551,6 +565,16 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     )
 
 
+def _add_instant_option(p: argparse.ArgumentParser, service: str) -> None:
+    p.add_argument("--instant", help=f"the pending {service} to execute (default: the earliest)")
+    p.add_argument(
+        "--take-over",
+        action="store_true",
+        help=f"run an inflight {service} that hoodied did not start although its owner may be alive (it is "
+        "rolled back first; without this flag it is refused unless its Hudi heartbeat expired)",
+    )
+
+
 def _add_storage_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--storage-option",
@@ -626,7 +650,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compact", help="schedule and/or run MOR compaction (as Hudi's HoodieCompactor)")
     p.add_argument("path")
     p.add_argument("--mode", choices=["schedule", "execute", "schedule-and-execute"], required=True)
-    p.add_argument("--instant", help="the pending compaction to execute (default: the earliest)")
+    _add_instant_option(p, "compaction")
     p.add_argument("--strategy", help="plan strategy, e.g. LogFileSizeBased (Hudi's class names too)")
     p.add_argument("--spark-master", default="local[*]", help="Spark master (default: local[*] in-process)")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
@@ -638,7 +662,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--mode", choices=["schedule", "execute", "schedule-and-execute"], default="schedule-and-execute"
     )
-    p.add_argument("--instant", help="the pending clean to execute (default: the earliest)")
+    _add_instant_option(p, "clean")
     p.add_argument("--policy", help="KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS or KEEP_LATEST_BY_HOURS")
     p.add_argument(
         "--spark",
@@ -653,7 +677,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cluster", help="schedule and/or run clustering (as Hudi's HoodieClusteringJob)")
     p.add_argument("path")
     p.add_argument("--mode", choices=["schedule", "execute", "schedule-and-execute"], required=True)
-    p.add_argument("--instant", help="the pending clustering to execute (default: the earliest)")
+    _add_instant_option(p, "clustering")
     p.add_argument("--sort-columns", help="comma-separated columns the new files are sorted by")
     p.add_argument("--spark-master", default="local[*]", help="Spark master (default: local[*] in-process)")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
@@ -667,7 +691,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--index-types",
         help="comma-separated: column_stats, bloom_filters, record_index, partition_stats (files: dropindex)",
     )
-    p.add_argument("--instant", help="the pending indexing to execute (default: the earliest)")
+    _add_instant_option(p, "indexing")
     p.add_argument("--spark-master", default="local[*]", help="Spark master (default: local[*] in-process)")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="hoodie.* or spark.* setting")
     _add_storage_option(p)

@@ -49,15 +49,19 @@ Every key, its default and its meaning (the README's configuration reference is 
       hoodie: {}                  # hoodie.* settings: strategies, triggers, retention, sort columns ...
       storage_options: {}         # options of the table's store (endpoint, region, credentials...; the
                                   # store's environment variables apply too: README, Object stores)
+      takeover_foreign_after: never   # an inflight instant hoodied did not start (a Hudi writer's own
+                                  # compaction...) is taken over once this old; never: only when its
+                                  # Hudi heartbeat expired (hoodied.ownership)
     tables:
       - path: /data/orders        # a table's base path or URI
         name: orders              # label in metrics and logs (default: the last path segment)
-        services / schedule / hoodie / storage_options: as in defaults (hoodie and storage_options merge)
+        services / schedule / hoodie / storage_options / takeover_foreign_after: as in defaults (hoodie and
+        storage_options merge)
     discover:
       - root: /data/warehouse     # every folder holding .hoodie/hoodie.properties below root
         max_depth: 3
         exclude: ["^tmp_"]        # regular expressions on the path relative to root
-        services / schedule / hoodie / storage_options: as in defaults
+        services / schedule / hoodie / storage_options / takeover_foreign_after: as in defaults
 
 A bad key or value is a :class:`ConfigError` that names it (``tables[2].schedule[0]: 'compact' is not a
 service (compaction, clustering, clean, indexing, archival)``). The ``hoodie.*`` settings are parsed with the
@@ -66,11 +70,12 @@ same code the services run on, so a bad strategy or retention fails at start-up,
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -210,6 +215,13 @@ def _string_map(value: object, where: str) -> dict[str, str]:
     return out
 
 
+def _duration_or_never(value: object, where: str) -> float:
+    """A duration, or ``never`` (infinity)."""
+    if isinstance(value, str) and value.strip().lower() == "never":
+        return math.inf
+    return parse_duration(value, where)
+
+
 def _services(value: object, where: str) -> tuple[str, ...]:
     return _names(value, where, SERVICE_NAMES)
 
@@ -318,6 +330,9 @@ class TableSettings:
     schedule: tuple[str, ...] = ()
     hoodie: Mapping[str, str] = field(default_factory=dict)
     storage_options: Mapping[str, str] = field(default_factory=dict)
+    #: An inflight instant hoodied did not start is taken over once this old (seconds; ``inf``: never, only
+    #: on an expired Hudi heartbeat): :mod:`hoodied.ownership`.
+    takeover_foreign_after: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -558,15 +573,13 @@ def _table_settings(s: _Section, base: TableSettings) -> TableSettings:
         schedule=s.get("schedule", base.schedule, _schedulable),
         hoodie={**base.hoodie, **hoodie},
         storage_options={**base.storage_options, **s.get("storage_options", {}, _string_map)},
+        takeover_foreign_after=s.get(
+            "takeover_foreign_after", base.takeover_foreign_after, _duration_or_never
+        ),
     )
     missing = [svc for svc in settings.schedule if svc not in settings.services]
     if missing and not s.has("schedule"):  # inherited: schedule what this table runs
-        settings = TableSettings(
-            tuple(settings.services),
-            tuple(x for x in settings.schedule if x in settings.services),
-            settings.hoodie,
-            settings.storage_options,
-        )
+        settings = replace(settings, schedule=tuple(x for x in settings.schedule if x in settings.services))
     elif missing:
         raise ConfigError(f"{s.path('schedule')}: {missing[0]} is scheduled but not among the services run")
     check_hoodie_settings(settings.hoodie, s.path("hoodie"))

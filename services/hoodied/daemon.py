@@ -25,18 +25,21 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from hoodie.failpoints import arm_for_children
-from hoodie.registry import SERVICE_NAMES
+from hoodie.registry import SERVICE_NAMES, SERVICES
 from hoodie.table import Table
-from hoodied.config import DaemonConfig
+from hoodie.timeline.instant import State
+from hoodied.config import DaemonConfig, TableSettings
 from hoodied.coordination import (
     Coordination,
     EmbeddedCoordination,
     ZooKeeperCoordination,
+    claim_name,
     identity,
 )
 from hoodied.health import HealthServer, Heartbeats
 from hoodied.logs import setup_logging
 from hoodied.metrics import Metrics
+from hoodied.ownership import decide
 from hoodied.spark import SparkConfig, spark_session
 from hoodied.supervisor import Supervisor
 from hoodied.work import WatchedTable, read_last_results
@@ -331,7 +334,9 @@ def status_report(config: DaemonConfig) -> list[dict[str, object]]:
                     {"instant": i.time, "action": i.action, "state": i.state.name.lower()}
                     for i in table.timeline.pending()
                 ]
-                entry["claims"] = {k: dict(v) for k, v in coordination.holders(t.storage, t.key).items()}
+                claims = {k: dict(v) for k, v in coordination.holders(t.storage, t.key).items()}
+                entry["claims"] = claims
+                entry["inflight"] = _inflight_owners(table, t.settings, claims)
                 entry["last_results"] = read_last_results(t.storage)
             except Exception as e:
                 entry["error"] = f"{type(e).__name__}: {e}"
@@ -340,6 +345,23 @@ def status_report(config: DaemonConfig) -> list[dict[str, object]]:
     finally:
         if zk is not None:
             zk.stop()
+
+
+def _inflight_owners(table: Table, settings: TableSettings, claims: Mapping[str, object]) -> dict[str, str]:
+    """Per inflight table-service instant nobody claims (``<service>-<instant>``): who started it, and
+    whether hoodied takes it over (:mod:`hoodied.ownership`)."""
+    props = {**table.config.props, **settings.hoodie}
+    out: dict[str, str] = {}
+    for service in SERVICES:
+        if not service.has_instants or service.name not in settings.services:
+            continue
+        for instant in service.pending(table):
+            name = claim_name(service.name, instant.time)
+            if instant.state is not State.INFLIGHT or name in claims:
+                continue
+            verdict = decide(table, service.name, instant, props, settings.takeover_foreign_after)
+            out[name] = ("taken over: " if verdict.allowed else "left alone: ") + verdict.reason
+    return out
 
 
 def _no_spark() -> SparkSession:
@@ -360,7 +382,9 @@ def format_status(report: list[dict[str, object]]) -> str:
         for p in pending if isinstance(pending, list) else []:
             name = f"{_service_of(p['action'])}-{p['instant']}"
             holder = claims.get(name)
-            who = f"claimed by {_who(holder)}" if holder else "unclaimed"
+            owners = entry.get("inflight")
+            owner = owners.get(name) if isinstance(owners, Mapping) else None
+            who = f"claimed by {_who(holder)}" if holder else f"unclaimed; {owner}" if owner else "unclaimed"
             lines.append(f"  pending {p['action']:<13} {p['instant']}  {p['state']:<9} {who}")
         if not pending:
             lines.append("  nothing pending")

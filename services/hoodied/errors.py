@@ -21,6 +21,11 @@ class JobFailed(HoodieError):
     """A table-service job definitely failed; its instant was rolled back and stays requested."""
 
 
+class ForeignInstant(HoodieError):
+    """An inflight instant that hoodied did not start, whose owner is not provably gone
+    (:mod:`hoodied.ownership`): it is left alone."""
+
+
 class CorruptData(JobFailed):
     """A job stopped because committed data it must rewrite is damaged (a task raised
     :class:`~hoodie.errors.CorruptLogBlock` or :class:`~hoodie.errors.CorruptBaseFile`). Retrying cannot help:
@@ -32,4 +37,12 @@ class CorruptData(JobFailed):
 CORRUPT_DATA_ERRORS: tuple[type[HoodieError], ...] = (CorruptLogBlock, CorruptBaseFile, CorruptData)
 
 
-__all__ = ["CORRUPT_DATA_ERRORS", "ClaimHeld", "ClaimLost", "CorruptData", "JobFailed", "ServiceError"]
+__all__ = [
+    "CORRUPT_DATA_ERRORS",
+    "ClaimHeld",
+    "ClaimLost",
+    "CorruptData",
+    "ForeignInstant",
+    "JobFailed",
+    "ServiceError",
+]

@@ -34,15 +34,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pyspark import TaskContext
 from pyspark.resource import ResourceProfile, ResourceProfileBuilder, TaskResourceRequests
 
-from hoodie.errors import HoodieError
+from hoodie.errors import CommitConflict, HoodieError
 from hoodie.lock import LockProvider
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.table_service import Done, Fence, ServiceJob, TableService
+from hoodie.timeline.instant import Instant, State
 from hoodie.write.rollback import rollback_unfinished
-from hoodied.errors import CORRUPT_DATA_ERRORS, CorruptData, JobFailed
+from hoodied.errors import CORRUPT_DATA_ERRORS, CorruptData, ForeignInstant, JobFailed
 from hoodied.executor_code import CodeStamp, check_code, code_stamp
 from hoodied.job_sizing import ExecutorShape, JobSize, SizingSettings, memory_warning, size_job
+from hoodied.ownership import NEVER, decide, forget_start, record_start
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -82,6 +84,8 @@ def run_service_job(
     fence: Fence | None = None,
     table: Table | None = None,
     sizing: SizingSettings | None = None,
+    replica: str = "hoodied",
+    foreign_after: float = NEVER,
 ) -> JobRun:
     """Run ``service``'s pending instant at ``instant_time`` (default: the earliest) and commit it.
 
@@ -90,9 +94,15 @@ def run_service_job(
     ``table`` a view read after the claim was taken (saves the prepare step a load). Without ``spark``,
     or for a job that is small (its service says so, or ``sizing`` does), the tasks run on threads in the
     driver.
+
+    The run records itself as the instant's starter (``replica``) before it moves the instant to inflight;
+    an inflight instant that hoodied did not start is taken over only by the rule of
+    :mod:`hoodied.ownership` (``foreign_after``: the table's ``takeover_foreign_after``), else
+    :class:`~hoodied.errors.ForeignInstant` is raised and nothing is touched.
     """
     started = time.monotonic()
-    job = service.prepare(storage, lock, instant_time, settings or {}, table)
+    settings = settings or {}
+    job = _prepare(service, storage, lock, instant_time, settings, table, replica, foreign_after)
     sizing = sizing or SizingSettings()
     executor = None
     if spark is not None:
@@ -123,8 +133,52 @@ def run_service_job(
     except Exception as e:  # Py4JJavaError carries the Python traceback of the failed task
         _failed(e, spark if on_executors else None, storage, lock, job, fence)
     done = job.commit(results, fence)
+    forget_start(storage, job.service, done.instant.time)
     seconds = time.monotonic() - started
     return JobRun(done, seconds, len(job.tasks), on_executors, job.rolled_back_files, size)
+
+
+def _prepare(
+    service: TableService,
+    storage: Storage,
+    lock: LockProvider,
+    instant_time: str | None,
+    settings: Mapping[str, str],
+    table: Table | None,
+    replica: str,
+    foreign_after: float,
+) -> ServiceJob[Any, Any]:
+    """The service's prepare step, with the instant's start recorded first (see :func:`run_service_job`)."""
+    view = table or Table.load(storage)
+    pending = service.pending(view)
+    instant = next((i for i in pending if instant_time in (None, i.time)), None)
+    if instant is None:  # nothing pending: the service's prepare says so in its own words
+        return service.prepare(storage, lock, instant_time, settings, view)
+    if instant.state is State.INFLIGHT:
+        verdict = decide(view, service.name, instant, settings, foreign_after)
+        if not verdict.allowed:
+            raise ForeignInstant(
+                f"{service.name} {instant.time} of {storage.uri} is inflight: {verdict.reason}"
+            )
+        if verdict.foreign:
+            logger.warning(
+                "taking over %s %s of %s: %s", service.name, instant.time, storage.uri, verdict.reason
+            )
+    record_start(storage, service.name, instant.time, replica)
+    try:
+        return service.prepare(storage, lock, instant.time, settings, view)
+    except Exception as e:
+        if isinstance(e, CommitConflict) or not _inflight(storage, instant):
+            forget_start(storage, service.name, instant.time)  # another process started it, or nobody did
+        raise
+
+
+def _inflight(storage: Storage, instant: Instant) -> bool:
+    try:
+        now = Table.load(storage).timeline.get(instant.time)
+    except Exception:  # unreadable now: keep the record (it may be ours)
+        return True
+    return now is not None and now.state is State.INFLIGHT
 
 
 def _run_task(run_task: Callable[[Any, str], _R], code: CodeStamp, task: Any) -> _R:
@@ -167,6 +221,7 @@ def _failed(
     if fence is not None:
         fence()
     rollback_unfinished(storage, lock, job.instant, job.rollback_groups)
+    forget_start(storage, job.service, T)  # requested again: whoever starts it next records itself
     raise error(f"{what} failed (rolled back to requested): {reason}") from e
 
 

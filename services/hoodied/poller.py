@@ -6,9 +6,11 @@
 3. It records every service's pending instants (gauges: how many, how old) and offers the runnable ones to
    the :class:`~hoodied.runner.Runner` as :class:`~hoodied.work.WorkItem`, oldest first.
 
-An inflight instant that nobody claims was abandoned by a runner that died: it is offered once it has been
-seen unclaimed for ``takeover_grace`` (and its Hudi heartbeat, when it has one, is stale), which leaves a
-dying runner's tasks time to stop before the new runner rolls their files back. A table that cannot be
+An inflight instant that nobody claims is offered once it has been seen unclaimed for ``takeover_grace``
+(which leaves a dying runner's tasks time to stop before the new runner rolls their files back) and
+:mod:`hoodied.ownership` allows its takeover: hoodied started it (an abandoned run of ours), or hoodied did
+not and its owner is provably gone. A foreign instant left alone is said once in the log and kept in the
+table's ``foreign`` notes for ``hoodied status``. A table that cannot be
 polled (unreadable, a version we refuse, a metadata table) backs off on its own; other tables go on.
 
 The watched tables are the configured ones plus what the discovery roots hold (re-scanned every ten polls'
@@ -33,12 +35,12 @@ from hoodie.table import Table
 from hoodie.timeline.instant import RESTORE, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator, parse_instant_time
 from hoodie.timeline.timeline import Timeline
-from hoodie.write.failed_writes import HeartbeatConfig, last_heartbeat_ms
 from hoodied.config import DaemonConfig, DiscoveryRoot, TableSettings
 from hoodied.coordination import Coordination
 from hoodied.health import Heartbeats
 from hoodied.logs import log_context
 from hoodied.metrics import Metrics
+from hoodied.ownership import decide
 from hoodied.runner import Runner
 from hoodied.scheduler import Scheduler
 from hoodied.work import WatchedTable, WorkItem, table_settings
@@ -274,35 +276,53 @@ class Poller:
                 continue
             for instant in instants:
                 item = WorkItem(table, service, instant)
-                if instant.state is State.INFLIGHT and not self._takeover_due(item, now_wall):
+                if instant.state is State.INFLIGHT and not self._takeover_due(item, view, now_wall):
                     seen_inflight.add(instant.time)
                     continue
                 seen_inflight.add(instant.time)
                 items.append(item)
         for t in [t for t in table.unclaimed_since if t not in seen_inflight]:
             del table.unclaimed_since[t]
+        for t in [t for t in table.foreign if t not in seen_inflight]:
+            del table.foreign[t]
         table.items = () if table.held else tuple(items)
 
-    def _takeover_due(self, item: WorkItem, now_wall: float) -> bool:
-        """An inflight instant is runnable when we run it, or when nobody has claimed it for
-        ``takeover_grace`` and its Hudi heartbeat (if any) is stale."""
+    def _takeover_due(self, item: WorkItem, view: Table, now_wall: float) -> bool:
+        """An inflight instant is runnable when nobody has claimed it for ``takeover_grace`` and
+        :func:`hoodied.ownership.decide` allows its takeover (not while this replica runs it)."""
         table = item.table
+        T = item.instant.time
         if self._runner.is_running(item):
             return False
         try:
             holder = self.coordination.holder(table.storage, table.key, item.claim_name)
         except Exception as e:
-            logger.warning("cannot read the claim of %s %s: %s", item.service, item.instant.time, e)
+            logger.warning("cannot read the claim of %s %s: %s", item.service, T, e)
             return False
         if holder is not None:
-            table.unclaimed_since.pop(item.instant.time, None)
+            table.unclaimed_since.pop(T, None)
+            table.foreign.pop(T, None)
             return False
-        first = table.unclaimed_since.setdefault(item.instant.time, self._clock())
+        first = table.unclaimed_since.setdefault(T, self._clock())
         if self._clock() - first < self.config.jobs.takeover_grace:
             return False
-        beat = last_heartbeat_ms(table.storage, item.instant.time)
-        expiry = HeartbeatConfig.from_config(table_settings(table)).expiry_ms
-        return not (beat and now_wall * 1000 - beat < expiry)
+        verdict = decide(
+            view,
+            item.service,
+            item.instant,
+            table_settings(table),
+            table.settings.takeover_foreign_after,
+            now_wall,
+        )
+        if verdict.allowed:
+            table.foreign.pop(T, None)
+            return True
+        if table.foreign.get(T) is None:
+            logger.warning(
+                "%s %s of %s is inflight and unclaimed: %s", item.service, T, table.name, verdict.reason
+            )
+        table.foreign[T] = f"{item.service} {T}: {verdict.reason}"
+        return False
 
 
 __all__ = ["Poller", "discover_tables"]

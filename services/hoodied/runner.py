@@ -25,7 +25,7 @@ from hoodie.table_service import TableService
 from hoodied.claims import Claim
 from hoodied.config import DaemonConfig
 from hoodied.coordination import Coordination
-from hoodied.errors import CORRUPT_DATA_ERRORS, ClaimHeld, ClaimLost, JobFailed
+from hoodied.errors import CORRUPT_DATA_ERRORS, ClaimHeld, ClaimLost, ForeignInstant, JobFailed
 from hoodied.jobs import job_group, run_service_job
 from hoodied.logs import log_context
 from hoodied.metrics import Metrics
@@ -190,6 +190,8 @@ class Runner:
             outcome = self._outcome(item, False, "conflict", f"aborted on a conflicting write: {e}", started)
         except NothingToDo as e:
             outcome = self._outcome(item, True, "already_done", str(e), started)
+        except ForeignInstant as e:
+            outcome = self._outcome(item, False, "foreign", f"left alone: {e}", started)
         except CORRUPT_DATA_ERRORS as e:
             outcome = self._outcome(item, False, "corrupt", f"{type(e).__name__}: {e}", started)
         except (JobFailed, HoodieError) as e:
@@ -226,6 +228,8 @@ class Runner:
                 fence=claim.check,
                 table=current,
                 sizing=self.config.spark.sizing,
+                replica=self.config.replica,
+                foreign_after=table.settings.takeover_foreign_after,
             )
         finally:
             if self.config.spark.fair_pools:

@@ -47,7 +47,9 @@ class JobOutcome:
     service: str
     instant: str
     ok: bool
-    kind: str  # done | already_done | failed | claim_lost | conflict | cancelled | unknown | corrupt
+    kind: (
+        str  # done | already_done | failed | claim_lost | conflict | cancelled | unknown | corrupt | foreign
+    )
     message: str
     seconds: float
     records: int = 0
@@ -79,6 +81,8 @@ class WatchedTable:
     schedule_error: str | None = None  # why the last scheduling of a service failed (the poll went on)
     held: str | None = None  # why no service may run on the table now (a pending restore)
     unclaimed_since: dict[str, float] = field(default_factory=dict)
+    #: Why an unclaimed inflight instant is left alone (not started by hoodied, owner maybe alive), by time.
+    foreign: dict[str, str] = field(default_factory=dict)
     last_results: dict[str, JobOutcome] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -1,9 +1,11 @@
 """The supervisor's rules, in this process (embedded coordination, the test session's Spark): a failing
 instant backs off and is given up after its attempts while other work goes on; an abandoned inflight instant
-is taken over only after the grace; SIGTERM drains a running job and exits 0, leaving it retryable."""
+is taken over only after the grace, and one hoodied did not start only once its owner is provably gone;
+SIGTERM drains a running job and exits 0, leaving it retryable."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -16,17 +18,19 @@ from typing import Any
 import pytest
 
 from hoodie import Table
-from hoodie.compaction.execute import prepare_compaction
+from hoodie.compaction.execute import prepare_compaction, run_compaction_task
 from hoodie.errors import StorageError
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.storage.local import LocalBackend
 from hoodie.testing.generate import GenerateSpec, generate_table
-from hoodie.timeline.instant import State
+from hoodie.timeline.instant import Instant, State
 from hoodied.config import DaemonConfig
 from hoodied.coordination import EmbeddedCoordination
+from hoodied.daemon import status_report
 from hoodied.health import Heartbeats
 from hoodied.metrics import Metrics
+from hoodied.ownership import record_start
 from hoodied.supervisor import Supervisor
 from support.compare import assert_same_rows
 from support.daemon_tables import assert_same_snapshot, mor_table, snapshot
@@ -114,7 +118,8 @@ def test_an_abandoned_inflight_instant_is_taken_over_after_the_grace(tmp_path: P
     before = snapshot(t.root)
     storage = Storage.for_uri(str(t.root))
     target = t.pending[1]
-    prepare_compaction(storage, FileSystemLock(storage), target.time)  # a runner that then died
+    record_start(storage, "compaction", target.time, "dead")  # a hoodied runner that then died
+    prepare_compaction(storage, FileSystemLock(storage), target.time)
     config = DaemonConfig.parse(
         f"metrics: {{port: null}}\njobs: {{takeover_grace: 60s}}\ntables: [{t.root}]\n"
     )
@@ -131,6 +136,73 @@ def test_an_abandoned_inflight_instant_is_taken_over_after_the_grace(tmp_path: P
     assert now is not None
     assert now.is_completed
     assert_same_snapshot(before, snapshot(t.root), "after the takeover")
+
+
+def test_an_inflight_instant_hoodied_did_not_start_waits_until_its_owner_is_provably_gone(
+    tmp_path: Path, spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A compaction another process started (Hudi's HoodieCompactor, a writer's async compaction) is not
+    touched while its owner may be writing: not after the grace, not with a fresh heartbeat; it is taken over
+    once its heartbeat expired (one instant) or once it is older than takeover_foreign_after (the other)."""
+    t = mor_table(tmp_path / "orders", 8, seed=25)
+    before = snapshot(t.root)
+    storage = Storage.for_uri(str(t.root))
+    by_heartbeat, by_age = t.pending[1], t.pending[2]
+    written: list[str] = []
+    for target in (by_heartbeat, by_age):  # the foreign owner started both and wrote a base file of each
+        prepared = prepare_compaction(storage, FileSystemLock(storage), target.time)
+        written.append(run_compaction_task(prepared.tasks[0], "0-0-0").stat.path or "")
+    assert all(written)
+    assert all((t.root / f).exists() for f in written)
+    config = DaemonConfig.parse(
+        textwrap.dedent(
+            f"""
+            metrics: {{port: null}}
+            jobs: {{takeover_grace: 60s}}
+            tables: [{{path: {t.root}, takeover_foreign_after: 1h}}]
+            """
+        )
+    )
+    clock = Clock()
+    s = _supervisor(config, spark, clock)
+
+    def state(instant: Instant) -> State:
+        now = Table.open(str(t.root)).timeline.get(instant.time)
+        assert now is not None
+        return now.state
+
+    _pass(s)
+    clock.now += 61  # past the grace: still left alone, and said why
+    with caplog.at_level(logging.WARNING, logger="hoodied.poller"):
+        _pass(s)
+    assert state(by_heartbeat) is State.INFLIGHT
+    assert state(by_age) is State.INFLIGHT
+    assert all((t.root / f).exists() for f in written)  # nothing of the owner's was rolled back
+    reason = "not started by hoodied, and its owner is not provably gone (no expired Hudi heartbeat)"
+    assert f"compaction {by_heartbeat.time} of orders is inflight and unclaimed: {reason}" in caplog.text
+    [entry] = status_report(config)
+    owners = entry["inflight"]
+    assert isinstance(owners, dict)
+    assert owners[f"compaction-{by_age.time}"].startswith(f"left alone: {reason}: inflight for ")
+
+    heartbeat = t.root / ".hoodie" / ".heartbeat" / by_heartbeat.time
+    heartbeat.parent.mkdir(exist_ok=True)
+    heartbeat.touch()  # the owner is alive
+    clock.now += 61
+    _pass(s)
+    assert state(by_heartbeat) is State.INFLIGHT
+    old = time.time() - 600  # its heartbeat stopped 10 minutes ago (expiry: 2 x 60 s)
+    os.utime(heartbeat, (old, old))
+    _pass(s)
+    assert state(by_heartbeat) is State.COMPLETED
+    assert state(by_age) is State.INFLIGHT
+    inflight = t.root / ".hoodie" / "timeline" / f"{by_age.time}.compaction.inflight"
+    started = time.time() - 7200  # started two hours ago: over takeover_foreign_after
+    os.utime(inflight, (started, started))
+    _pass(s)
+    assert state(by_age) is State.COMPLETED
+    assert not any((t.root / f).exists() for f in written)  # the owner's files were rolled back first
+    assert_same_snapshot(before, snapshot(t.root), "after both takeovers")
 
 
 def test_sigterm_drains_then_cancels_a_running_job_and_exits_0(tmp_path: Path) -> None:

@@ -1,0 +1,174 @@
+"""Who started an inflight table-service instant, and when hoodied may take one over.
+
+hoodied records every instant it starts. Right before a run moves a requested instant to inflight (or
+restarts one of its own), it writes ``.hoodie/.aux/hoodied/started/<service>-<instant>.json`` naming the
+replica, host, pid and time (:func:`record_start`); the record goes when the instant completes or hoodied
+rolls it back to requested (:func:`forget_start`). So an inflight instant with a record is one of ours, and
+one nobody claims was abandoned by a runner that died: it is taken over by today's claim rules
+(``jobs.takeover_grace`` unclaimed). One without a record is *foreign*: a Hudi writer's own async compaction
+or clustering, Hudi's ``HoodieCompactor`` run by hand, a Flink job. Its owner holds no hoodied claim, and Hudi
+records no liveness for table services (their executions write no heartbeat: WAVE2-FACTS section 8), so an
+unclaimed foreign instant says nothing about whether its owner still writes. Rolling it back under a live
+owner would delete files it is writing and make two processes complete one plan.
+
+So hoodied takes over a foreign instant only when its owner is provably gone (:func:`decide`):
+
+1. the instant's Hudi heartbeat ``.hoodie/.heartbeat/<instant>`` exists and expired (older than
+   ``hoodie.client.heartbeat.interval_in_ms`` x ``hoodie.client.heartbeat.tolerable.misses``: Hudi's own rule
+   for failed writes). A missing heartbeat proves nothing here, since table services never write one; or
+2. its inflight file is older than the table's ``takeover_foreign_after`` (default: never), an operator's
+   statement that no run of theirs lasts that long.
+
+Otherwise it is left alone, and the poll's log and ``hoodied status`` say why. A fresh heartbeat holds back
+our own abandoned instants too (its writer is alive).
+
+A record is written before the inflight file, so an instant hoodied moved to inflight always has one. A
+record without an inflight instant (a crash in between, a start that lost its race) is harmless: records are
+read only for inflight instants, and a start that lost the race to another process removes its record.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from hoodie.storage import Storage
+from hoodie.table import Table
+from hoodie.timeline.instant import Instant
+from hoodie.write.failed_writes import HeartbeatConfig, last_heartbeat_ms
+from hoodied.coordination import claim_name
+
+STARTED_FOLDER = ".hoodie/.aux/hoodied/started"
+
+#: ``takeover_foreign_after: never`` (the default): a foreign instant is taken over only on its heartbeat.
+NEVER = math.inf
+
+logger = logging.getLogger(__name__)
+
+
+def _record_path(service: str, instant_time: str) -> str:
+    return f"{STARTED_FOLDER}/{claim_name(service, instant_time)}.json"
+
+
+def record_start(storage: Storage, service: str, instant_time: str, replica: str) -> None:
+    """Record that hoodied's ``replica`` starts ``service``'s instant (written before its inflight file)."""
+    record = {
+        "replica": replica,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started_at_ms": int(time.time() * 1000),
+    }
+    storage.create(_record_path(service, instant_time), json.dumps(record).encode("utf-8"), overwrite=True)
+
+
+def forget_start(storage: Storage, service: str, instant_time: str) -> None:
+    """Remove the record (the instant completed, or hoodied rolled it back to requested). Best effort: a
+    record left behind only matters while its instant is inflight."""
+    try:
+        storage.delete(_record_path(service, instant_time))
+    except Exception as e:
+        logger.warning("could not remove the start record of %s %s: %s", service, instant_time, e)
+
+
+def started_by(storage: Storage, service: str, instant_time: str) -> Mapping[str, object] | None:
+    """The record of the hoodied run that started the instant, or ``None`` when hoodied did not start it."""
+    path = _record_path(service, instant_time)
+    if not storage.exists(path):
+        return None
+    try:
+        value = json.loads(storage.read(path))
+    except ValueError:
+        return {"unreadable": True}
+    return value if isinstance(value, dict) else {"unreadable": True}
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """Whether an unclaimed inflight instant may be taken over (rolled back and run again), and why."""
+
+    allowed: bool
+    reason: str
+    #: Whether hoodied did not start the instant.
+    foreign: bool
+
+
+def describe_starter(record: Mapping[str, object]) -> str:
+    return (
+        f"hoodied replica {record.get('replica', '?')} ({record.get('host', '?')}:{record.get('pid', '?')})"
+    )
+
+
+def decide(
+    table: Table,
+    service: str,
+    instant: Instant,
+    settings: Mapping[str, str],
+    foreign_after: float = NEVER,
+    now: float | None = None,
+) -> Takeover:
+    """The takeover rule of the module docstring for an inflight ``instant`` of ``service`` that nobody
+    claims; ``settings`` hold the heartbeat keys, ``foreign_after`` is the table's
+    ``takeover_foreign_after`` in seconds (:data:`NEVER` by default), ``now`` is epoch seconds."""
+    storage = table.storage
+    now = time.time() if now is None else now
+    record = started_by(storage, service, instant.time)
+    beat_ms = last_heartbeat_ms(storage, instant.time)
+    expiry_ms = HeartbeatConfig.from_config(settings).expiry_ms
+    if beat_ms and now * 1000 - beat_ms < expiry_ms:
+        return Takeover(
+            False,
+            f"its Hudi heartbeat is fresh (written {max(0.0, now - beat_ms / 1000):.0f} s ago): its writer "
+            "is alive",
+            record is None,
+        )
+    if record is not None:
+        return Takeover(
+            True, f"started by {describe_starter(record)}, which no longer holds its claim", False
+        )
+    if beat_ms:
+        return Takeover(
+            True,
+            f"not started by hoodied; its Hudi heartbeat expired {now - beat_ms / 1000:.0f} s ago",
+            True,
+        )
+    never = "not started by hoodied, and its owner is not provably gone (no expired Hudi heartbeat)"
+    if foreign_after == NEVER:
+        return Takeover(False, f"{never}: left alone (takeover_foreign_after: never)", True)
+    age = now - _inflight_since(table, instant)
+    if age >= foreign_after:
+        return Takeover(
+            True,
+            f"not started by hoodied; inflight for {age:.0f} s, over takeover_foreign_after "
+            f"({foreign_after:.0f} s)",
+            True,
+        )
+    return Takeover(
+        False,
+        f"{never}: inflight for {age:.0f} s, taken over at takeover_foreign_after ({foreign_after:.0f} s)",
+        True,
+    )
+
+
+def _inflight_since(table: Table, instant: Instant) -> float:
+    """When the instant's inflight file was written (epoch seconds): when its owner started running it."""
+    name = instant.file_name_for(table.config.timeline_layout_version)
+    info = table.storage.info(f"{table.config.timeline_path}/{name}")
+    return (info.mtime_ns or 0) / 1e9
+
+
+__all__ = [
+    "NEVER",
+    "STARTED_FOLDER",
+    "Takeover",
+    "decide",
+    "describe_starter",
+    "forget_start",
+    "record_start",
+    "started_by",
+]
