@@ -81,6 +81,11 @@ class NothingToDo(HoodieError):
     it, or it never was on the timeline. Not a failure: there is nothing left to do."""
 
 
+class Deferred(HoodieError):
+    """A table service cannot run its instant yet: it waits for other instants to complete first (the message
+    names them). Nothing was done; not a failure: run it again once they completed."""
+
+
 class CommitConflict(HoodieError):
     """Another writer changed the instant first: the transition definitely did not happen.
 

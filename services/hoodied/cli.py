@@ -26,8 +26,9 @@
     hoodied archive PATH [--conf key=value ...]
     hoodied demo [--path DIR] [--duration S] [--port N] [--interval S] [--batch-rows N] [--drain-timeout S]
 
-Exit status 3: a clustering aborted on a conflict with a write (rolled back; schedule again), or an inflight
-instant that hoodied did not start was left alone (its owner may be running it: ``--take-over`` runs it).
+Exit status 3: a clustering aborted on a conflict with a write (rolled back; schedule again), an inflight
+instant that hoodied did not start was left alone (its owner may be running it: ``--take-over`` runs it), or
+an indexing waits for older pending writes (run it again once they completed).
 
 Errors print one line (``hoodied: error: ...``) to stderr and exit with status 2 for bad input (a table we
 refuse, a damaged file) or 1 for anything unexpected.
@@ -345,7 +346,7 @@ def _run_pending(
 ) -> int:
     """Run the service's pending instant ``instant`` (default: the earliest) under a local claim, and say
     what it did. Without Spark the tasks run on threads here."""
-    from hoodie.errors import CommitConflict, NothingToDo
+    from hoodie.errors import CommitConflict, Deferred, NothingToDo
     from hoodie.registry import service_named
     from hoodie.table import Table
     from hoodie.write.markers import sweep_completed
@@ -383,6 +384,9 @@ def _run_pending(
             return 0
         except ForeignInstant as e:
             print(f"{e}; --take-over runs it anyway")
+            return 3
+        except Deferred as e:
+            print(f"{name} {instant} not run yet: {e}")
             return 3
         except CommitConflict as e:
             print(f"{name} {instant} aborted: {e}")

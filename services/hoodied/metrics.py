@@ -27,7 +27,9 @@ from hoodied import package_version
 #: ``claim_lost`` = our claim was taken (the job must not commit), ``conflict`` = a conflicting write won,
 #: ``cancelled`` = stopped on shutdown or on request, ``unknown`` = the outcome of the commit is not known,
 #: ``corrupt`` = committed data the job must rewrite is damaged (given up at once).
-FAILURE_KINDS: Final = frozenset({"failed", "claim_lost", "conflict", "cancelled", "unknown", "corrupt"})
+FAILURE_KINDS: Final = frozenset(
+    {"failed", "claim_lost", "conflict", "cancelled", "unknown", "corrupt", "foreign", "deferred"}
+)
 
 #: States of ``hoodied_zookeeper_state``: kazoo's connection states, CLOSED after the daemon closed its
 #: client, EMBEDDED when the daemon runs without ZooKeeper (claims on one machine).

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from hoodie.errors import CommitConflict, HoodieError, NothingToDo
+from hoodie.errors import CommitConflict, Deferred, HoodieError, NothingToDo
 from hoodie.registry import service_named
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 logger = logging.getLogger(__name__)
+
+#: Seconds before a deferred item (one waiting for other instants) is tried again, unless a job ends first.
+DEFER_DELAY = 1.0
 
 
 class Runner:
@@ -59,6 +62,9 @@ class Runner:
         self._failures = failures
         self._clock = clock
         self._attempts: dict[tuple[str, str, str], Attempts] = {}
+        #: Items whose last run was deferred (they wait for other instants); queued again in a one-off pass.
+        self._deferred: set[tuple[str, str, str]] = set()
+        self._one_pass = False
         self._queue: list[WorkItem] = []
         self._running: dict[tuple[str, str, str], WorkItem] = {}
         self._cond = threading.Condition()
@@ -77,6 +83,7 @@ class Runner:
 
     def start_workers(self, *, until_idle: bool = False) -> None:
         """Start the worker threads; ``until_idle``: they exit when the queue runs dry (``run --once``)."""
+        self._one_pass = until_idle
         self._workers = [t for t in self._workers if t.is_alive()]
         for i in range(self.config.spark.max_concurrent_jobs):
             t = threading.Thread(
@@ -87,7 +94,8 @@ class Runner:
 
     def _next_item(self, until_idle: bool) -> WorkItem | None:
         """The first queued item nobody here runs and that is not backing off; with ``until_idle``, ``None``
-        as soon as there is none (one pass), else wait for the next poll."""
+        once there is none and no other job runs (one pass: a running job may be what a deferred item waits
+        for), else wait for the next poll."""
         with self._cond:
             while not self._stopping.is_set():
                 now = self._clock()
@@ -97,9 +105,9 @@ class Runner:
                     del self._queue[i]
                     self._running[item.ident] = item
                     return item
-                if until_idle:
+                if until_idle and not (self._running and self._deferred):
                     return None
-                self._cond.wait(timeout=self.config.poll_interval)
+                self._cond.wait(timeout=DEFER_DELAY if until_idle else self.config.poll_interval)
             return None
 
     def _backing_off(self, item: WorkItem, now: float) -> bool:
@@ -118,6 +126,8 @@ class Runner:
             finally:
                 with self._cond:
                     self._running.pop(item.ident, None)
+                    for ident in self._deferred - {item.ident}:  # what they waited for may be done now
+                        self._attempts[ident].retry_at = 0.0
                     self._cond.notify_all()
 
     def run_item(self, item: WorkItem) -> JobOutcome | None:
@@ -192,6 +202,8 @@ class Runner:
             outcome = self._outcome(item, True, "already_done", str(e), started)
         except ForeignInstant as e:
             outcome = self._outcome(item, False, "foreign", f"left alone: {e}", started)
+        except Deferred as e:
+            outcome = self._outcome(item, False, "deferred", str(e), started)
         except CORRUPT_DATA_ERRORS as e:
             outcome = self._outcome(item, False, "corrupt", f"{type(e).__name__}: {e}", started)
         except (JobFailed, HoodieError) as e:
@@ -265,7 +277,25 @@ class Runner:
         T = item.instant.time
         if outcome.kind in ("failed", "unknown", "corrupt"):
             self._failures.append(f"{item.service} {T} of {table.name}: {outcome.kind}: {outcome.message}")
-        if outcome.ok:
+        was_deferred = item.ident in self._deferred
+        self._deferred.discard(item.ident)
+        if outcome.kind == "deferred":
+            # Not a failure: it runs again once another job here ended, else after a while (a pass of
+            # `run --once` tries again soon; the daemon at its next poll).
+            with self._cond:
+                self._deferred.add(item.ident)
+                delay = DEFER_DELAY if self._one_pass else self.config.poll_interval
+                self._attempts.setdefault(item.ident, Attempts()).retry_at = self._clock() + delay
+                self._queue.append(item)
+            logger.log(
+                logging.DEBUG if was_deferred else logging.INFO,
+                "%s %s of %s deferred: %s",
+                item.service,
+                T,
+                table.name,
+                outcome.message,
+            )
+        elif outcome.ok:
             self._attempts.pop(item.ident, None)
             logger.info(
                 "%s %s of %s %s in %.1f s: %s",

@@ -12,6 +12,17 @@ write.
 partition from the table's latest committed state: statistics and bloom filters of every live base file, the
 location of every live key.
 
+**Older pending writes first** (:func:`older_pending_writes`): a record index must not be completed while a
+commit, deltacommit or clustering older than the indexing instant is pending. Completed after the indexing,
+that write would put its metadata-table records under its own (older) instant time, which every reader
+(Hudi's, hudi-rs, ours) merges before the indexing's: a clustering's new key locations, or a delete, would lie
+hidden behind the index built before them, and the record index would point at replaced file groups or hold
+deleted keys. So an indexing that builds ``record_index`` neither builds nor completes while one is pending
+(:class:`IndexingDeferred`; it runs once they completed). Hudi's indexer waits for such writers only while
+they keep a heartbeat and ignores pending table services (``AbstractIndexingCatchupTask``, left open as
+HUDI-8607); hoodied waits for both. The other indexes are keyed by file: an older write completing late only
+adds entries of its new files, so they do not wait.
+
 **Complete** (:func:`complete_indexing`, under the lock): ``indexing.inflight``; the built records go to
 the metadata table as the deltacommit of the indexing instant (they count once it completes); the commits
 that completed while the build ran are caught up in a second deltacommit, written after it; then the
@@ -27,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -35,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hoodie.config import METADATA_PARTITIONS, METADATA_PARTITIONS_INFLIGHT, TableConfig, table_checksum
-from hoodie.errors import HoodieError, NothingToDo
+from hoodie.errors import Deferred, HoodieError, NothingToDo
 from hoodie.file_group.file_group import FileSlice
 from hoodie.lock import LockProvider, held
 from hoodie.log.log_file import LogFile
@@ -59,7 +71,15 @@ from hoodie.metadata.writer import (
 from hoodie.metadata_table import delete_metadata_table
 from hoodie.storage import Storage
 from hoodie.table import Table
-from hoodie.timeline.instant import DELTA_COMMIT, INDEXING, Instant, State
+from hoodie.timeline.instant import (
+    CLUSTERING,
+    COMMIT,
+    DELTA_COMMIT,
+    INDEXING,
+    REPLACE_COMMIT,
+    Instant,
+    State,
+)
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import (
     CommitMetadata,
@@ -76,6 +96,7 @@ from hoodie.write.partition_metafile import write_partition_metafile
 __all__ = [
     "INDEXABLE",
     "IndexShare",
+    "IndexingDeferred",
     "IndexingFailed",
     "IndexingResult",
     "KeyLocations",
@@ -86,8 +107,10 @@ __all__ = [
     "complete_indexing",
     "drop_index",
     "initialize_metadata_table",
+    "older_pending_writes",
     "pending_indexing",
     "pending_indexing_plan",
+    "refuse_while_older_writes_pend",
     "run_indexing",
     "schedule_indexing",
 ]
@@ -130,6 +153,39 @@ class IndexingFailed(HoodieError):
 
 class NothingToIndex(IndexingFailed, NothingToDo):
     """No pending indexing (or not the one asked for)."""
+
+
+#: Hudi's ``hoodie.metadata.index.check.timeout.seconds``: how long its indexer waits for pending writers.
+INDEX_CHECK_TIMEOUT_SECONDS = 900.0
+
+
+class IndexingDeferred(Deferred):
+    """An indexing waits for older pending writes, clusterings or cleans (see the module doc)."""
+
+
+#: Pending actions whose completion moves or deletes record keys (see the module doc).
+_MOVES_KEYS = frozenset({COMMIT, DELTA_COMMIT, REPLACE_COMMIT, CLUSTERING})
+
+
+def older_pending_writes(table: Table, instant_time: str, partitions: Sequence[str]) -> list[Instant]:
+    """The pending writes older than the indexing at ``instant_time`` of ``partitions`` that it must wait for:
+    none unless it builds the record index (see the module doc)."""
+    if MetadataPartition.RECORD_INDEX not in partitions:
+        return []
+    return [i for i in table.timeline.pending() if i.time < instant_time and i.action in _MOVES_KEYS]
+
+
+def refuse_while_older_writes_pend(table: Table, instant_time: str, partitions: Sequence[str]) -> None:
+    """Raise :class:`IndexingDeferred` naming the writes the indexing at ``instant_time`` waits for."""
+    waiting = older_pending_writes(table, instant_time, partitions)
+    if waiting:
+        names = ", ".join(f"{i.action} {i.time} ({i.state.name.lower()})" for i in waiting[:5])
+        raise IndexingDeferred(
+            f"indexing {instant_time} of {table.storage.uri} waits for older writes to complete first: "
+            f"{names}"
+            + (f" and {len(waiting) - 5} more" if len(waiting) > 5 else "")
+            + "; their record-index entries would otherwise be hidden behind the ones built now"
+        )
 
 
 @dataclass(frozen=True)
@@ -481,6 +537,7 @@ def complete_indexing(
                 f"indexing {instant.time} of {storage.uri}: {', '.join(dropped)} is no longer being built "
                 "(dropped meanwhile); nothing written"
             )
+        refuse_while_older_writes_pend(table, instant.time, partitions)
         writer = TimelineWriter(storage, table.config, lock, time_generator=time_generator)
         inflight = current if current.state is State.INFLIGHT else writer.start(current)
         mdt = open_metadata_table(storage, table.config)
@@ -539,10 +596,18 @@ def run_indexing(
     instant_time: str | None = None,
     *,
     time_generator: InstantTimeGenerator | None = None,
+    wait_seconds: float = INDEX_CHECK_TIMEOUT_SECONDS,
 ) -> IndexingResult:
-    """Build and complete a pending indexing instant in this process (the earliest when none is named)."""
+    """Build and complete a pending indexing instant in this process (the earliest when none is named),
+    first waiting up to ``wait_seconds`` for the older pending writes a record index waits for (as Hudi's
+    indexer waits: ``hoodie.metadata.index.check.timeout.seconds``), then :class:`IndexingDeferred`."""
     table = Table.load(storage)
     instant, partitions = pending_indexing_plan(table, instant_time)
+    deadline = time.monotonic() + wait_seconds
+    while older_pending_writes(table, instant.time, partitions) and time.monotonic() < deadline:
+        time.sleep(1.0)
+        table = Table.load(storage)
+    refuse_while_older_writes_pend(table, instant.time, partitions)
     seen = frozenset(i.time for i in table.timeline.completed_writes())
     built = build_index_records(storage, table.config, instant.time, partitions, index_slices(table))
     return complete_indexing(storage, lock, instant, built, seen, time_generator=time_generator)

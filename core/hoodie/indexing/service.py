@@ -28,6 +28,7 @@ from hoodie.indexing.execute import (
     index_slices,
     pending_indexing,
     pending_indexing_plan,
+    refuse_while_older_writes_pend,
 )
 from hoodie.lock import LockProvider
 from hoodie.metadata.records import MetadataRecord
@@ -130,6 +131,7 @@ class Indexing(TableService):
     ) -> ServiceJob[IndexTask, IndexShare]:
         view = table if table is not None else Table.load(storage)
         instant, partitions = pending_indexing_plan(view, instant_time)
+        refuse_while_older_writes_pend(view, instant.time, partitions)
         seen = frozenset(i.time for i in view.timeline.completed_writes())
         tasks = tuple(
             IndexTask(storage.ref(), view.config, instant.time, n, partitions, share)

@@ -12,7 +12,10 @@ import pyarrow as pa
 import pytest
 
 from hoodie import Table
+from hoodie.clean.service import CLEAN as CLEAN_SERVICE
+from hoodie.clustering.service import CLUSTERING as CLUSTERING_SERVICE
 from hoodie.indexing.execute import (
+    IndexingDeferred,
     IndexingFailed,
     build_index_records,
     build_index_share,
@@ -23,14 +26,18 @@ from hoodie.indexing.execute import (
     run_indexing,
     schedule_indexing,
 )
+from hoodie.indexing.service import INDEXING as INDEXING_SERVICE
 from hoodie.lock import FileSystemLock
 from hoodie.metadata import MetadataTable
 from hoodie.metadata.writer import MetadataUpdate, compact_if_due, deltacommits_since_compaction
 from hoodie.storage import Storage
+from hoodie.table_service import run_in_process
 from hoodie.testing.table_writer import TableWriter
-from hoodie.timeline.instant import INDEXING, State
+from hoodie.timeline.instant import CLEAN, CLUSTERING, COMMIT, INDEXING, State
 from hoodie.timeline.metadata import decode_index_commit_metadata, decode_index_plan
+from hoodie.timeline.writer import TimelineWriter
 from support.compare import assert_same_rows
+from support.daemon_tables import cow_table
 from support.hudi_oracle import HudiOracle, OracleRows, Query
 from support.metadata_checks import check_metadata_table, generate_small_table
 
@@ -288,3 +295,34 @@ def test_a_task_returns_compact_key_locations_and_the_driver_makes_the_same_reco
     whole = build_index_records(storage, table.config, T, parts, index_slices(table))
     assert share.to_update(table.config).records == whole.records
     assert len(whole.records["record_index"]) == sum(len(loc.keys) for loc in share.locations)
+
+
+def test_an_indexing_waits_for_an_older_pending_clustering(tmp_path: Path) -> None:
+    """A clustering planned before an indexing and completed after it would write its new key locations under
+    its older instant time, behind the index built before it: the record index would point at the replaced
+    file groups (found by the daemon's embedded test). So the indexing is deferred while it is pending, at
+    prepare and again at the completion, and runs right once it completed."""
+    t = cow_table(tmp_path / "t", 8, seed=7)
+    storage = Storage.for_uri(str(t.root))
+    lock = FileSystemLock(storage)
+    requested = schedule_indexing(storage, lock, ["column_stats", "record_index"]).instant
+    assert requested is not None
+    clustering = next(i for i in t.pending if i.action == CLUSTERING)
+    with pytest.raises(
+        IndexingDeferred, match=f"waits for older writes to complete first: .*{clustering.time}"
+    ):
+        INDEXING_SERVICE.prepare(storage, lock, requested.time, {})
+    with pytest.raises(IndexingDeferred):
+        run_indexing(storage, lock, wait_seconds=0)
+    for instant in t.pending:  # the clean and both clusterings
+        service = CLEAN_SERVICE if instant.action == CLEAN else CLUSTERING_SERVICE
+        run_in_process(service.prepare(storage, lock, instant.time, {}))
+    job = INDEXING_SERVICE.prepare(storage, lock, requested.time, {})
+    # A write requested meanwhile at an older time (a writer whose clock lags) defers the completion too.
+    timeline_writer = TimelineWriter(storage, Table.open(str(t.root)).config, lock)
+    late = timeline_writer.request(COMMIT, str(int(requested.time) - 1))
+    with pytest.raises(IndexingDeferred, match=late.time):
+        run_in_process(job)
+    timeline_writer.delete_pending(late)
+    run_in_process(INDEXING_SERVICE.prepare(storage, lock, requested.time, {}))
+    check_metadata_table(t.root, "indexed after the clusterings")
