@@ -231,7 +231,9 @@ class TcpProxy:
     """A TCP relay from 127.0.0.1:``port`` to ``upstream`` ("host:port") whose connections can be cut.
 
     Cutting drops every connection at once, as a network blip does: a ZooKeeper client behind the proxy
-    sees its connection go (SUSPENDED) and reconnects through the proxy to the same session.
+    sees its connection go (SUSPENDED) and reconnects through the proxy to the same session. Blocking is a
+    partition: connections are dropped and new ones refused until :meth:`unblock`; held longer than the
+    session timeout, the server expires the session (the client sees LOST).
     """
 
     def __init__(self, upstream: str) -> None:
@@ -242,6 +244,7 @@ class TcpProxy:
         self._sockets: set[socket.socket] = set()
         self._guard = threading.Lock()
         self._closed = False
+        self._blocked = False
         threading.Thread(target=self._accept, name="tcp-proxy", daemon=True).start()
 
     @property
@@ -256,6 +259,9 @@ class TcpProxy:
                 if self._closed:
                     return
                 continue
+            if self._blocked:
+                downstream.close()
+                continue
             try:
                 upstream = socket.create_connection(self.upstream, timeout=5)
             except OSError:
@@ -264,6 +270,9 @@ class TcpProxy:
             upstream.settimeout(None)
             with self._guard:
                 self._sockets.update((downstream, upstream))
+            if self._blocked:  # blocked while it connected
+                self.cut()
+                continue
             for source, target in ((downstream, upstream), (upstream, downstream)):
                 threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
 
@@ -285,6 +294,14 @@ class TcpProxy:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
+
+    def block(self) -> None:
+        """Partition: drop every connection and refuse new ones until :meth:`unblock`."""
+        self._blocked = True
+        self.cut()
+
+    def unblock(self) -> None:
+        self._blocked = False
 
     def close(self) -> None:
         self._closed = True

@@ -36,6 +36,7 @@ from hoodie.bloom import read_bloom_filter
 from hoodie.config import TableConfig
 from hoodie.errors import HoodieError, RecordIndexConflict
 from hoodie.keygen import record_keys
+from hoodie.log.block import BlockType, decode_data_block, iter_blocks
 from hoodie.metadata.keys import bloom_filter_key
 from hoodie.metadata.records import MetadataPartition, MetadataRecord, RecordType
 from hoodie.metadata.stats import (
@@ -175,19 +176,48 @@ def update_for_write(
     """The metadata update of a write (insert, upsert, delete) that wrote ``stats``: its base files as a
     rewrite's (statistics, bloom filters, every key of each base file in the record index), its log files in
     the file listing (at their size now: a v6 log file grows by appends), and ``deleted_keys`` out of the
-    record index. Log files get no column statistics: Hudi's data skipping keeps files the index lacks."""
+    record index. Log files get no column statistics: Hudi's data skipping keeps files the index lacks.
+
+    The keys of the records the write appended to log files go into the record index at their file group
+    too. Mostly that restates where they are; but a key a delete block removed (and the index with it) is
+    still in its base file, so a writer that tags by base files updates it there: without this entry the
+    index would miss a live record (found by the chaos campaign)."""
     bases = [s for s in stats if s.path and not _is_log(s.path)]
     update = update_for_rewrite(storage, config, instant_time, bases, record_index=True)
+    records = {p: list(r) for p, r in update.records.items()}
     added = {p: dict(files) for p, files in update.files_added.items()}
+    indexed = MetadataPartition.RECORD_INDEX in MetadataWriter.partitions_of(config)
     for stat in stats:
         if stat.path and _is_log(stat.path):
-            added.setdefault(stat.partition_path or "", {})[_base_file_name(stat.path)] = storage.size(
-                stat.path
-            )
+            partition = stat.partition_path or ""
+            added.setdefault(partition, {})[_base_file_name(stat.path)] = storage.size(stat.path)
+            if indexed:
+                keys = _logged_keys(storage, config, stat.path, instant_time)
+                file_id = stat.file_id or _base_file_name(stat.path).removeprefix(".").split("_")[0]
+                records.setdefault(MetadataPartition.RECORD_INDEX, []).extend(
+                    index_records_of_keys(config, keys, partition, file_id, instant_time)
+                )
     deleted: dict[str, list[str]] = {}
-    if MetadataPartition.RECORD_INDEX in MetadataWriter.partitions_of(config) and deleted_keys:
+    if indexed and deleted_keys:
         deleted[MetadataPartition.RECORD_INDEX] = sorted(set(deleted_keys))
-    return MetadataUpdate(instant_time, files_added=added, records=update.records, deleted_keys=deleted)
+    return MetadataUpdate(instant_time, files_added=added, records=records, deleted_keys=deleted)
+
+
+def _logged_keys(storage: Storage, config: TableConfig, path: str, instant_time: str) -> list[str]:
+    """The record keys of the data blocks ``instant_time`` wrote into the log file ``path``."""
+    keys: list[str] = []
+    for block in iter_blocks(storage.read(path)):
+        if block.instant_time != instant_time or block.block_type not in _DATA_BLOCKS:
+            continue
+        rows = decode_data_block(block)
+        if RECORD_KEY in rows.column_names and rows.column(RECORD_KEY).null_count == 0:
+            keys.extend(str(k) for k in rows.column(RECORD_KEY).to_pylist())
+        else:
+            keys.extend(str(k) for k in record_keys(rows, config.record_key_fields).to_pylist())
+    return list(dict.fromkeys(keys))
+
+
+_DATA_BLOCKS = frozenset({BlockType.AVRO_DATA, BlockType.PARQUET_DATA})
 
 
 def _is_log(path: str) -> bool:

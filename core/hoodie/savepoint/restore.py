@@ -54,7 +54,7 @@ from hoodie.savepoint.metadata_table import (
     restore_metadata_table,
 )
 from hoodie.savepoint.ordering import instants_after, requested_key
-from hoodie.savepoint.rollback import pending_rollback_of, plan_metadata, rollback_for_restore
+from hoodie.savepoint.rollback import plan_metadata, rollback_for_restore
 from hoodie.settings import bool_setting
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -80,6 +80,7 @@ from hoodie.timeline.metadata import (
 from hoodie.timeline.timeline import Timeline
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.failed_writes import FAILED_WRITE_ACTIONS, HeartbeatConfig, last_heartbeat_ms
+from hoodie.write.rollback import pending_rollback_of
 
 logger = logging.getLogger(__name__)
 

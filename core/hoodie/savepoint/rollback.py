@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from hoodie.errors import CorruptTimelineFile, HoodieError, PathOutsideTable
+from hoodie.errors import CorruptTimelineFile, HoodieError
 from hoodie.failpoints import failpoint
 from hoodie.file_group.fs_view import DataFile
 from hoodie.lock import LockProvider, held
@@ -44,13 +44,12 @@ from hoodie.timeline.metadata import (
     RollbackPlan,
     RollbackRequest,
     decode_commit_metadata,
-    decode_rollback_plan,
-    file_name_in_partition,
 )
 from hoodie.timeline.timeline import Timeline
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.failed_writes import heartbeat_path
 from hoodie.write.markers import Markers
+from hoodie.write.rollback import pending_rollback_of, planned_paths
 
 logger = logging.getLogger(__name__)
 
@@ -58,10 +57,8 @@ __all__ = [
     "InstantFiles",
     "SharedLogFile",
     "files_of_instant",
-    "pending_rollback_of",
     "plan_metadata",
     "plan_of",
-    "planned_paths",
     "rollback_for_restore",
 ]
 
@@ -181,36 +178,6 @@ def plan_of(storage: Storage, instant: Instant, files: InstantFiles) -> Rollback
             for p in partitions
         ),
     )
-
-
-def planned_paths(plan: RollbackPlan) -> list[str]:
-    """The files (relative paths) a rollback plan names, deleted or voided."""
-    out = []
-    for request in plan.rollback_requests:
-        for full in (*request.files_to_be_deleted, *request.log_blocks_to_be_deleted):
-            try:
-                name = file_name_in_partition(full, request.partition_path)
-            except PathOutsideTable:
-                continue
-            out.append(f"{request.partition_path}/{name}" if request.partition_path else name)
-    return out
-
-
-def pending_rollback_of(
-    storage: Storage, timeline: Timeline, instant_time: str
-) -> tuple[Instant, RollbackPlan] | None:
-    """A pending rollback of ``instant_time`` on ``timeline`` (left by an earlier attempt), with its plan."""
-    for pending in timeline.pending():
-        if pending.action != ROLLBACK:
-            continue
-        try:
-            plan = decode_rollback_plan(storage.read(timeline.file_of(pending.time, State.REQUESTED)))
-        except (KeyError, FileNotFoundError):
-            continue
-        target = plan.instant_to_rollback
-        if target is not None and target.commit_time == instant_time:
-            return pending, plan
-    return None
 
 
 def plan_metadata(rollback_time: str, plan: RollbackPlan, *, took_ms: int = 0) -> RollbackMetadata:

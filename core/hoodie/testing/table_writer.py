@@ -41,7 +41,7 @@ import json
 import posixpath
 import random
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -147,11 +147,15 @@ class TableWriter:
         lock: LockProvider | None = None,
         config: WriteConfig | None = None,
         rng: random.Random | None = None,
+        on_requested: Callable[[str], None] | None = None,
     ) -> None:
         self.storage = storage
         self.lock: LockProvider = lock or lock_for_table(storage, {})
         self.write_config = config or WriteConfig()
         self._rng = rng or random.Random()
+        #: Told each commit's instant time once it is requested, before any file is written (a caller's
+        #: ledger then knows which instant a batch became, whether or not the commit completes).
+        self.on_requested = on_requested
 
     # -- creating and opening ------------------------------------------------------------------------------
 
@@ -266,6 +270,8 @@ class TableWriter:
         with self._locked():
             instant_time = InstantTimeGenerator(cfg.timeline_timezone).next(self.storage, cfg)
             requested = timeline_writer.request(action, instant_time)
+        if self.on_requested is not None:
+            self.on_requested(instant_time)
         # The view the files are written against is taken once our instant is on the timeline: a compaction
         # scheduled before it is in the view (v6 logs then go to its new slice), and one scheduled after it
         # sees this write pending (and, on v6, waits for it).

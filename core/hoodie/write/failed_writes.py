@@ -37,7 +37,7 @@ from hoodie.metadata.writer import forget_metadata_instant
 from hoodie.settings import int_setting
 from hoodie.storage import Storage
 from hoodie.table import Table
-from hoodie.timeline.instant import COMMIT, DELTA_COMMIT, ROLLBACK, Instant, State
+from hoodie.timeline.instant import COMMIT, DELTA_COMMIT, RESTORE, ROLLBACK, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import (
     InstantInfo,
@@ -51,6 +51,7 @@ from hoodie.timeline.metadata import (
 )
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.markers import Markers
+from hoodie.write.rollback import pending_rollback_of, planned_paths
 
 logger = logging.getLogger(__name__)
 
@@ -217,10 +218,10 @@ def rollback_failed_write(
     if current is None or current.state is State.COMPLETED or current.action not in FAILED_WRITE_ACTIONS:
         return None
     started = time.monotonic()
-    resumed = _pending_rollback_of(table, writer, instant.time)
+    pending = pending_rollback_of(storage, table.timeline, instant.time)
     delete, void = _files_of_failed_write(storage, table, current)
-    if resumed is not None:
-        rollback = resumed
+    if pending is not None:  # an earlier attempt's: finished, not duplicated
+        rollback = pending[0] if pending[0].state is State.INFLIGHT else writer.start(pending[0])
     else:
         by_partition: dict[str, list[str]] = {}
         for path in delete:
@@ -291,20 +292,6 @@ def rollback_failed_write(
     )
 
 
-def _pending_rollback_of(table: Table, writer: TimelineWriter, instant_time: str) -> Instant | None:
-    """An inflight rollback of ``instant_time`` left by an earlier attempt (resumed, not duplicated)."""
-    for pending in table.timeline.pending():
-        if pending.action != ROLLBACK:
-            continue
-        data = table.storage.read(table.timeline.file_of(pending.time, State.REQUESTED))
-        plan = decode_rollback_plan(data)
-        if plan.instant_to_rollback is not None and plan.instant_to_rollback.commit_time == instant_time:
-            if pending.state is State.REQUESTED:
-                return writer.start(pending)
-            return pending
-    return None
-
-
 def rollback_failed_writes(
     storage: Storage,
     lock: LockProvider,
@@ -312,7 +299,10 @@ def rollback_failed_writes(
     *,
     now_ms: int | None = None,
 ) -> list[FailedWriteRollback]:
-    """Roll back every pending write whose heartbeat expired (the ``LAZY`` policy's step before a clean)."""
+    """Roll back every pending write whose heartbeat expired (the ``LAZY`` policy's step before a clean),
+    after finishing the rollbacks of failed writes that stopped once their write was already gone
+    (:func:`finish_orphaned_rollbacks`)."""
+    finish_orphaned_rollbacks(storage, lock)
     table = Table.load(storage)
     out = []
     for instant in failed_writes(table, config or HeartbeatConfig(), now_ms):
@@ -320,6 +310,62 @@ def rollback_failed_writes(
         if done is not None:
             out.append(done)
     return out
+
+
+def finish_orphaned_rollbacks(storage: Storage, lock: LockProvider) -> list[Instant]:
+    """Complete the pending rollbacks of writes that are no longer on the timeline: a rollback stopped after
+    it removed its write's instant (a crash, a full disk) has nothing left to find it by, and would stay
+    pending for ever. As Hudi's ``rollbackFailedWrites`` re-runs such a plan, the files it names that are
+    still there go first. Not while a restore is pending: its rollbacks complete with it. Returns the
+    rollbacks completed."""
+    table = Table.load(storage)
+    pending = table.timeline.pending()
+    if any(i.action == RESTORE for i in pending):
+        return []
+    done: list[Instant] = []
+    writer = TimelineWriter(storage, table.config, lock)
+    for rollback in (i for i in pending if i.action == ROLLBACK):
+        plan = decode_rollback_plan(storage.read(table.timeline.file_of(rollback.time, State.REQUESTED)))
+        target = plan.instant_to_rollback
+        if (
+            target is None
+            or target.action not in FAILED_WRITE_ACTIONS
+            or table.timeline.get(target.commit_time)
+        ):
+            continue
+        started = time.monotonic()
+        deleted: dict[str, list[str]] = {}
+        for path in planned_paths(plan):
+            if storage.exists(path):
+                storage.delete(path)
+                deleted.setdefault(posixpath.dirname(path), []).append(storage.full_path(path))
+        metadata = RollbackMetadata(
+            start_rollback_time=rollback.time,
+            time_taken_in_millis=int((time.monotonic() - started) * 1000),
+            total_files_deleted=sum(len(v) for v in deleted.values()),
+            commits_rollback=(target.commit_time,),
+            partition_metadata={
+                p: RollbackPartitionMetadata(partition_path=p, success_delete_files=tuple(f))
+                for p, f in sorted(deleted.items())
+            },
+            instants_rollback=(InstantInfo(target.commit_time, target.action),),
+        )
+        with held(lock):
+            forget_metadata_instant(storage, lock, target.commit_time)
+            inflight = rollback if rollback.state is State.INFLIGHT else writer.start(rollback)
+            done.append(
+                writer.complete(
+                    inflight, encode_rollback_metadata(metadata, table_version=table.config.table_version)
+                )
+            )
+        logger.warning(
+            "finished rollback %s of %s %s on %s, which had stopped after its write was removed",
+            rollback.time,
+            target.action,
+            target.commit_time,
+            storage.uri,
+        )
+    return done
 
 
 __all__ = [
@@ -330,6 +376,7 @@ __all__ = [
     "Heartbeat",
     "HeartbeatConfig",
     "failed_writes",
+    "finish_orphaned_rollbacks",
     "heartbeat_path",
     "last_heartbeat_ms",
     "rollback_failed_write",

@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hoodie.errors import HoodieError
+from hoodie.errors import HoodieError, PathOutsideTable
 from hoodie.file_group.base_file import BaseFile
 from hoodie.lock import LockProvider, held
 from hoodie.log.block import BlockType, iter_blocks
@@ -44,9 +44,12 @@ from hoodie.timeline.metadata import (
     RollbackPartitionMetadata,
     RollbackPlan,
     RollbackRequest,
+    decode_rollback_plan,
     encode_rollback_metadata,
     encode_rollback_plan,
 )
+from hoodie.timeline.metadata.paths import file_name_in_partition
+from hoodie.timeline.timeline import Timeline
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.markers import IOType, Markers
 
@@ -107,6 +110,36 @@ def _only_blocks_of(storage: Storage, path: str, instant_time: str) -> bool:
     return instants == {instant_time}
 
 
+def planned_paths(plan: RollbackPlan) -> list[str]:
+    """The files (relative paths) a rollback plan names, deleted or voided."""
+    out = []
+    for request in plan.rollback_requests:
+        for full in (*request.files_to_be_deleted, *request.log_blocks_to_be_deleted):
+            try:
+                name = file_name_in_partition(full, request.partition_path)
+            except PathOutsideTable:
+                continue
+            out.append(f"{request.partition_path}/{name}" if request.partition_path else name)
+    return out
+
+
+def pending_rollback_of(
+    storage: Storage, timeline: Timeline, instant_time: str
+) -> tuple[Instant, RollbackPlan] | None:
+    """A pending rollback of ``instant_time`` on ``timeline`` (left by an earlier attempt), with its plan."""
+    for pending in timeline.pending():
+        if pending.action != ROLLBACK:
+            continue
+        try:
+            plan = decode_rollback_plan(storage.read(timeline.file_of(pending.time, State.REQUESTED)))
+        except (KeyError, FileNotFoundError):
+            continue
+        target = plan.instant_to_rollback
+        if target is not None and target.commit_time == instant_time:
+            return pending, plan
+    return None
+
+
 def rollback_unfinished(
     storage: Storage,
     lock: LockProvider,
@@ -129,27 +162,39 @@ def rollback_unfinished(
     cfg = table.config
     version = cfg.table_version
     writer = TimelineWriter(storage, cfg, lock, time_generator=generator)
-    files = files_written_by(storage, instant.time, groups)
+    # An earlier rollback of this instant that did not finish is finished, not duplicated (Hudi reuses a
+    # pending rollback the same way): a second one would leave the first pending for ever.
+    resumed = pending_rollback_of(storage, table.timeline, instant.time)
+    planned = planned_paths(resumed[1]) if resumed is not None else []
+    files = sorted(
+        {*files_written_by(storage, instant.time, groups), *(p for p in planned if storage.exists(p))}
+    )
     by_partition: dict[str, list[str]] = {}
     for path in files:
         partition = path.rsplit("/", 1)[0] if "/" in path else ""
         by_partition.setdefault(partition, []).append(path)
-    plan = RollbackPlan(
-        instant_to_rollback=InstantInfo(instant.time, instant.action),
-        rollback_requests=tuple(
-            RollbackRequest(
-                partition_path=partition,
-                file_id="",
-                latest_base_instant="",
-                files_to_be_deleted=tuple(storage.full_path(p) for p in paths),
+    if resumed is not None:
+        rollback_time = resumed[0].time
+        inflight = resumed[0] if resumed[0].state is State.INFLIGHT else writer.start(resumed[0])
+    else:
+        plan = RollbackPlan(
+            instant_to_rollback=InstantInfo(instant.time, instant.action),
+            rollback_requests=tuple(
+                RollbackRequest(
+                    partition_path=partition,
+                    file_id="",
+                    latest_base_instant="",
+                    files_to_be_deleted=tuple(storage.full_path(p) for p in paths),
+                )
+                for partition, paths in sorted(by_partition.items())
+            ),
+        )
+        with held(lock):
+            rollback_time = generator.next(storage, cfg)
+            requested = writer.request(
+                ROLLBACK, rollback_time, encode_rollback_plan(plan, table_version=version)
             )
-            for partition, paths in sorted(by_partition.items())
-        ),
-    )
-    with held(lock):
-        rollback_time = generator.next(storage, cfg)
-        requested = writer.request(ROLLBACK, rollback_time, encode_rollback_plan(plan, table_version=version))
-    inflight = writer.start(requested)
+        inflight = writer.start(requested)
     # The attempt may have written the metadata table before it died: that goes first.
     forget_metadata_instant(storage, lock, instant.time)
     deleted: dict[str, list[str]] = {}
@@ -187,4 +232,10 @@ def rollback_unfinished(
     return RollbackResult(done, instant, tuple(files))
 
 
-__all__ = ["RollbackResult", "files_written_by", "rollback_unfinished"]
+__all__ = [
+    "RollbackResult",
+    "files_written_by",
+    "pending_rollback_of",
+    "planned_paths",
+    "rollback_unfinished",
+]

@@ -197,3 +197,35 @@ def test_a_rollback_that_died_half_way_is_finished(tmp_path: Path, monkeypatch: 
     table = Table.open(str(root))
     assert table.timeline.pending() == []
     assert len([i for i in table.timeline.completed() if i.action == ROLLBACK]) == 1
+
+
+def test_a_rollback_stopped_after_its_write_was_removed_is_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write's instant goes before the rollback completes: a crash (or a full disk) in between leaves a
+    pending rollback whose write is gone; the next LAZY pass completes it instead of leaving it for ever."""
+    root, storage, lock = _table(tmp_path, 9)
+    W = _fail_a_write(root, monkeypatch)
+    from hoodie.timeline import writer as timeline_writer
+
+    complete = timeline_writer.TimelineWriter.complete
+
+    def full_disk(self: timeline_writer.TimelineWriter, instant: object, content: object = b"") -> object:
+        if getattr(instant, "action", None) == ROLLBACK:
+            raise OSError(28, "No space left on device")
+        return complete(self, instant, content)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as m:
+        m.setattr(timeline_writer.TimelineWriter, "complete", full_disk)
+        with pytest.raises(OSError, match="No space left"):
+            rollback_failed_writes(storage, lock)
+    table = Table.open(str(root))
+    assert table.timeline.get(W) is None
+    assert [i.action for i in table.timeline.pending()] == [ROLLBACK]
+    assert rollback_failed_writes(storage, lock) == []  # nothing left to roll back, and the rollback ...
+    table = Table.open(str(root))
+    assert table.timeline.pending() == []  # ... completed
+    [rollback] = [i for i in table.timeline.completed() if i.action == ROLLBACK]
+    metadata = decode_rollback_metadata(storage.read(table.timeline.file_of(rollback.time, State.COMPLETED)))
+    assert metadata.commits_rollback == (W,)
+    assert _files_of(root, W) == []

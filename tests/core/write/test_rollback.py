@@ -1,0 +1,50 @@
+"""Rolling back an unfinished table service: a rollback that stopped half-way is finished by the next one,
+not duplicated (a second rollback would leave the first pending for ever: found by the chaos campaign)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hoodie import Table
+from hoodie.compaction.execute import prepare_compaction, run_compaction_task
+from hoodie.lock import FileSystemLock
+from hoodie.storage import Storage
+from hoodie.timeline import writer as timeline_writer
+from hoodie.timeline.instant import ROLLBACK, Instant, State
+from hoodie.write.rollback import rollback_unfinished
+from support.daemon_tables import mor_table
+
+
+def test_a_rollback_that_stopped_is_finished_not_duplicated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = mor_table(tmp_path / "t", 8, seed=41)
+    storage = Storage.for_uri(str(t.root))
+    lock = FileSystemLock(storage)
+    prepared = prepare_compaction(storage, lock, t.pending[1].time)
+    written = run_compaction_task(prepared.tasks[0], "0-0-0").stat.path
+    assert written is not None
+    assert (t.root / written).exists()
+    groups = [(op.partition_path, op.file_id) for op in prepared.plan.operations]
+    complete = timeline_writer.TimelineWriter.complete
+
+    def full_disk(self: timeline_writer.TimelineWriter, instant: Instant, content: object = b"") -> Instant:
+        if instant.action == ROLLBACK:
+            raise OSError(28, "No space left on device")
+        return complete(self, instant, content)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as m:
+        m.setattr(timeline_writer.TimelineWriter, "complete", full_disk)
+        with pytest.raises(OSError, match="No space left"):
+            rollback_unfinished(storage, lock, prepared.instant, groups)
+    [stopped] = [i for i in Table.open(str(t.root)).timeline.pending() if i.action == ROLLBACK]
+    done = rollback_unfinished(storage, lock, prepared.instant, groups)
+    assert done.rollback_instant.time == stopped.time
+    timeline = Table.open(str(t.root)).timeline
+    assert [i for i in timeline.instants if i.action == ROLLBACK] == [done.rollback_instant]
+    now = timeline.get(prepared.instant.time)
+    assert now is not None
+    assert now.state is State.REQUESTED
+    assert not (t.root / written).exists()

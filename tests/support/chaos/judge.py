@@ -1,0 +1,176 @@
+"""What a chaos trial must hold at its end (see :mod:`support.chaos`), each check returning the problems it
+found as sentences (none: it holds) and what it counted."""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from hoodie import Table
+from hoodie.timeline.archived.load import load_archived_timeline
+from hoodie.timeline.instant import Instant, State
+from support.chaos.ledger import Entry, expected_rows
+from support.hudi_oracle import HudiOracle, OracleRows, Query
+
+
+@dataclass
+class Verdict:
+    problems: list[str] = field(default_factory=list)
+    records_checked: int = 0
+    batches_acked: int = 0
+    batches_failed: int = 0
+    batches_unacked_committed: int = 0
+    batches_unacked_lost: int = 0
+    completed: Counter[str] = field(default_factory=Counter)  # table-service instants by action
+
+
+def completed_times(table: Table) -> dict[str, Instant]:
+    """Every completed instant, active or archived, by time."""
+    out = {i.time: i for i in load_archived_timeline(table.storage, table.config).completed()}
+    out.update({i.time: i for i in table.timeline.completed()})
+    return out
+
+
+def check_records(
+    table: Table,
+    seed: int,
+    ledger: Mapping[int, Entry],
+    verdict: Verdict,
+) -> None:
+    """The writer's acknowledged batches all committed, and the table holds exactly the fold of the committed
+    batches: every key once, with its latest value (read by hudi-rs; a table on S3 through the store's
+    environment variables, which the hudi-rs child inherits)."""
+    done = completed_times(table)
+    committed: list[tuple[str, int]] = []
+    for number, entry in sorted(ledger.items()):
+        landed = entry.instant is not None and entry.instant in done
+        if entry.acked:
+            verdict.batches_acked += 1
+            if not landed:
+                verdict.problems.append(
+                    f"batch {number} was acknowledged (instant {entry.instant}) but its commit is not on the "
+                    "timeline: a committed write was lost"
+                )
+                continue
+        elif entry.failed is not None:
+            verdict.batches_failed += 1
+        elif landed:
+            verdict.batches_unacked_committed += 1
+        else:
+            verdict.batches_unacked_lost += 1
+        if landed:
+            assert entry.instant is not None
+            committed.append((entry.instant, number))
+    expected = expected_rows(seed, [n for _, n in sorted(committed)])
+    with tempfile.TemporaryDirectory() as work:
+        result = HudiOracle(Path(work)).one(table.storage.uri, Query.snapshot())
+    if not isinstance(result, OracleRows):
+        verdict.problems.append(f"hudi-rs cannot read the table: {result}")
+        return
+    rows = result.table.select(["key", "value"])
+    compare_rows(rows, expected, "hudi-rs", verdict)
+    ours = table.read(columns=["key", "value"])
+    compare_rows(ours, expected, "our reader", verdict)
+    verdict.records_checked += len(expected)
+
+
+def compare_rows(rows: pa.Table, expected: Mapping[str, int], reader: str, verdict: Verdict) -> None:
+    keys = rows.column("key").to_pylist()
+    values = rows.column("value").to_pylist()
+    counts = Counter(keys)
+    twice = sorted(k for k, n in counts.items() if n > 1)
+    if twice:
+        verdict.problems.append(f"{reader}: {len(twice)} key(s) read more than once, e.g. {twice[:5]}")
+    got = dict(zip(keys, values, strict=True))
+    missing = sorted(set(expected) - set(got))
+    extra = sorted(set(got) - set(expected))
+    wrong = sorted(k for k in set(got) & set(expected) if got[k] != expected[k])
+    if missing:
+        verdict.problems.append(f"{reader}: {len(missing)} record(s) lost, e.g. {missing[:5]}")
+    if extra:
+        verdict.problems.append(
+            f"{reader}: {len(extra)} record(s) that should not be there, e.g. {extra[:5]}"
+        )
+    if wrong:
+        k = wrong[0]
+        verdict.problems.append(
+            f"{reader}: {len(wrong)} record(s) with an old value, e.g. {k}: {got[k]} instead of {expected[k]}"
+        )
+
+
+def check_single_completion(
+    table: Table, logs: Sequence[Path], writer_instants: set[str], verdict: Verdict
+) -> None:
+    """Each instant completed once: one completed file per instant on the active timeline, none both active
+    and archived, and at most one replica that logged completing it."""
+    names = [f.name for f in table.storage.list(table.config.timeline_path) if not f.is_dir]
+    per_time = Counter(
+        i.time for i in (Instant.try_parse(n) for n in names) if i is not None and i.state is State.COMPLETED
+    )
+    twice = sorted(t for t, n in per_time.items() if n > 1)
+    if twice:
+        verdict.problems.append(f"instant(s) with two completed files: {twice[:5]}")
+    archived = {i.time for i in load_archived_timeline(table.storage, table.config).completed()}
+    both = sorted(set(per_time) & archived)
+    if both:
+        verdict.problems.append(f"instant(s) both archived and on the active timeline: {both[:5]}")
+    completions: Counter[tuple[str, str]] = Counter()
+    done = re.compile(r"^(\w+) (\d{17}) of \S+ completed in ")
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines():
+            if not line.startswith("{"):
+                continue
+            try:
+                message = str(json.loads(line).get("msg", ""))
+            except ValueError:
+                continue
+            m = done.match(message)
+            if m:
+                completions[(m.group(1), m.group(2))] += 1
+    again = sorted(k for k, n in completions.items() if n > 1)
+    if again:
+        verdict.problems.append(f"instant(s) completed by two runs (replica logs): {again[:5]}")
+    for (service, _), n in completions.items():
+        verdict.completed[service] += n
+    for t, instant in completed_times(table).items():
+        if t not in writer_instants and instant.action not in ("clean", "rollback", "savepoint", "restore"):
+            verdict.completed[f"timeline:{instant.action}"] += 1
+
+
+def check_no_orphans(table: Table, verdict: Verdict) -> None:
+    """After the last clean, every data file belongs to a latest file slice (nothing of failed attempts)."""
+    if table.timeline.pending():
+        verdict.problems.append(
+            "instants still pending after the trial settled: "
+            + ", ".join(f"{i.action} {i.time} ({i.state.name.lower()})" for i in table.timeline.pending()[:5])
+        )
+    live: set[str] = set()
+    for s in table.file_slices():
+        if s.base_file_path is not None:
+            live.add(s.base_file_path)
+        live.update(s.log_file_paths)
+    on_storage = {
+        f.path
+        for f in table.storage.list("", recursive=True)
+        if not f.is_dir
+        and not f.path.startswith(".hoodie/")
+        and not f.name.startswith(".hoodie_partition_metadata")
+    }
+    orphans = sorted(on_storage - live)
+    if orphans:
+        verdict.problems.append(
+            f"{len(orphans)} file(s) outside the live file slices after a clean: {orphans[:5]}"
+        )
+    gone = sorted(live - on_storage)
+    if gone:
+        verdict.problems.append(f"{len(gone)} file(s) of live slices missing from storage: {gone[:5]}")
+
+
+__all__ = ["Verdict", "check_no_orphans", "check_records", "check_single_completion", "completed_times"]

@@ -1,0 +1,570 @@
+"""One chaos trial (see :mod:`support.chaos`): its set-up from the seed, the run, the settling and the
+verdict."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from hoodie import Table
+from hoodie.clean.plan import CleanConfig, CleanPolicy, FailedWritesPolicy, schedule_clean
+from hoodie.clean.service import CLEAN
+from hoodie.indexing.execute import schedule_indexing
+from hoodie.storage import Storage
+from hoodie.table_service import run_in_process
+from hoodie.testing.table_writer import TableWriter
+from hoodie.write.failed_writes import rollback_failed_writes
+from hoodied.coordination import identity
+from hoodied.zookeeper import ZooKeeper, ZooKeeperConfig
+from support.chaos.faults import FaultInjector, StoreFaults, Targets, Tmpfs
+from support.chaos.judge import Verdict, check_no_orphans, check_records, check_single_completion
+from support.chaos.ledger import SCHEMA, Ledger
+from support.chaos.writer import HEARTBEAT
+from support.metadata_checks import check_metadata_table
+from support.server_process import free_port
+from support.zk_server import TcpProxy, ZooKeeperServer
+
+logger = logging.getLogger(__name__)
+
+CHECKOUT = Path(__file__).resolve().parents[3]
+SESSION_TIMEOUT = 6.0
+TABLE_NAME = "chaos"
+REPLICAS = ("r1", "r2", "r3")
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """Everything a trial varies, derived from its seed (:meth:`of`)."""
+
+    seed: int
+    table_version: int
+    table_type: str  # MERGE_ON_READ | COPY_ON_WRITE
+    store: str  # local | s3
+    record_index: bool
+    duration: float
+    kinds: tuple[str, ...]
+
+    @classmethod
+    def of(
+        cls,
+        seed: int,
+        duration: float,
+        *,
+        versions: tuple[int, ...] = (6, 8, 9),
+        stores: tuple[str, ...] = ("local",),
+        kinds: tuple[str, ...] = (),
+    ) -> TrialSpec:
+        rng = random.Random(f"spec-{seed}")
+        version = versions[seed % len(versions)]
+        store = stores[(seed // len(versions)) % len(stores)]
+        table_type = "COPY_ON_WRITE" if rng.random() < 0.3 else "MERGE_ON_READ"
+        default = ("kill_replica", "kill_writer", "zk_cut", "zk_partition")
+        default += ("disk_full",) if store == "local" else ("store_errors",)
+        return cls(
+            seed=seed,
+            table_version=version,
+            table_type=table_type,
+            store=store,
+            record_index=version >= 8 and rng.random() < 0.5,
+            duration=duration,
+            kinds=kinds or default,
+        )
+
+    def describe(self) -> str:
+        kind = "MOR" if self.table_type == "MERGE_ON_READ" else "COW"
+        index = " +record_index" if self.record_index else ""
+        return f"seed {self.seed}: v{self.table_version} {kind}{index} on {self.store}, {self.duration:.0f} s"
+
+
+class TableStore(Protocol):
+    """Where a trial's table lives."""
+
+    uri: str
+    env: dict[str, str]  # for every process touching the table
+    storage_options: dict[str, str]
+    disk: Tmpfs | None
+    faults: StoreFaults | None
+
+    def keep(self, dest: Path) -> None:
+        """Copy the table to ``dest`` (a failed trial's evidence)."""
+
+    def close(self) -> None: ...
+
+
+class LocalStore:
+    """The table on a tmpfs of its own (``disk_full`` fills it), or on the trial's folder when no tmpfs can be
+    mounted here (then ``disk_full`` is not drawn)."""
+
+    def __init__(self, folder: Path, *, tmpfs: bool, size_mb: int = 384) -> None:
+        self.env: dict[str, str] = {}
+        self.storage_options: dict[str, str] = {}
+        self.faults: StoreFaults | None = None
+        self.disk = Tmpfs(folder / "disk", size_mb) if tmpfs else None
+        if self.disk is not None:
+            self.disk.mount()
+            root = self.disk.folder
+        else:
+            root = folder / "disk"
+            root.mkdir(parents=True, exist_ok=True)
+        self.uri = str(root / TABLE_NAME)
+
+    def keep(self, dest: Path) -> None:
+        shutil.copytree(self.uri, dest, dirs_exist_ok=True)
+
+    def close(self) -> None:
+        if self.disk is not None:
+            self.disk.free()
+            self.disk.unmount()
+
+
+@dataclass
+class Process:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+    port: int = 0
+
+
+@dataclass
+class TrialResult:
+    spec: TrialSpec
+    verdict: Verdict
+    faults: Counter[str]
+    events: list[str]
+    seconds: float
+    work: Path
+    replica_restarts: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        v = self.verdict
+        done = ", ".join(f"{k} {n}" for k, n in sorted(v.completed.items()) if not k.startswith("timeline:"))
+        faults = ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items())) or "none"
+        head = "ok  " if self.ok else "FAIL"
+        return (
+            f"{head} {self.spec.describe()} ({self.seconds:.0f} s): faults {faults}; batches acked "
+            f"{v.batches_acked}, failed {v.batches_failed}, unacknowledged but committed "
+            f"{v.batches_unacked_committed}, not committed {v.batches_unacked_lost}; "
+            f"completed {done or 'none'}; records checked {v.records_checked}"
+            + ("" if self.ok else "\n      " + "\n      ".join(self.problems))
+        )
+
+
+class Trial:
+    """Runs one trial in ``work`` against the ZooKeeper server ``zk`` (shared by a campaign's trials)."""
+
+    def __init__(self, spec: TrialSpec, work: Path, zk: ZooKeeperServer, store: TableStore) -> None:
+        self.spec = spec
+        self.work = work
+        self.zk = zk
+        self.store = store
+        self.base_path = f"/chaos-{spec.seed}-{os.getpid()}-{int(time.time())}"
+        self.lock_path = f"{self.base_path}/locks/{TABLE_NAME}"
+        self.proxies = {name: TcpProxy(zk.connect) for name in REPLICAS}
+        self.replicas: dict[str, Process] = {}
+        self.writer: Process | None = None
+        self.ledger = Ledger(work / "ledger.jsonl")
+        self.stop_file = work / "writer.stop"
+        self.problems: list[str] = []
+        self.killed: set[str] = set()
+        self.restarts = 0
+        self._guard = threading.Lock()
+        self._done = threading.Event()
+
+    # -- processes ----------------------------------------------------------------------------------------
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HOODIE_FAILPOINT", "PYSPARK"))}
+        paths = [str(CHECKOUT / "core"), str(CHECKOUT / "services"), str(CHECKOUT / "tests")]
+        env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env.update(self.store.env)
+        return env
+
+    def _config(self, name: str, port: int) -> Path:
+        mor = self.spec.table_type == "MERGE_ON_READ"
+        schedule = ["compaction", "logcompaction", "clustering", "clean"] if mor else ["clustering", "clean"]
+        hoodie = {
+            "hoodie.compact.inline.max.delta.commits": "3",
+            "hoodie.log.compaction.blocks.threshold": "2",
+            "hoodie.clustering.async.max.commits": "4",
+            "hoodie.clustering.plan.strategy.small.file.limit": "1048576",
+            "hoodie.clustering.plan.strategy.target.file.max.bytes": "4194304",
+            "hoodie.clustering.plan.strategy.max.num.groups": "4",
+            "hoodie.clean.commits.retained": "2",
+            "hoodie.clean.failed.writes.policy": "LAZY",
+            "hoodie.client.heartbeat.interval_in_ms": str(HEARTBEAT.interval_ms),
+            "hoodie.client.heartbeat.tolerable.misses": str(HEARTBEAT.tolerable_misses),
+            "hoodie.keep.min.commits": "5",
+            "hoodie.keep.max.commits": "8",
+        }
+        table = {
+            "path": self.store.uri,
+            "name": TABLE_NAME,
+            "schedule": schedule,
+            "hoodie": hoodie,
+            "storage_options": self.store.storage_options,
+        }
+        text = textwrap.dedent(
+            f"""\
+            replica: {name}
+            poll_interval: 1s
+            poll_jitter: 0.2
+            reschedule_interval: 5s
+            zookeeper:
+              connect: {self.proxies[name].connect}
+              base_path: {self.base_path}
+              session_timeout: {SESSION_TIMEOUT}s
+              lock_base_path: {self.base_path}/locks
+            spark:
+              master: local[1]
+              max_concurrent_jobs: 2
+              conf: {{spark.driver.memory: 512m, spark.ui.enabled: "false"}}
+            metrics: {{host: 127.0.0.1, port: {port}}}
+            logging: {{format: json}}
+            jobs: {{takeover_grace: 2s, shutdown_grace: 20s, backoff: 1s, backoff_max: 5s, max_attempts: 1000,
+                    lock_timeout: 20s}}
+            """
+        )
+        path = self.work / f"{name}.yaml"
+        path.write_text(text + "tables:\n  - " + json.dumps(table) + "\n")
+        return path
+
+    def start_replica(self, name: str) -> None:
+        port = free_port()
+        config = self._config(name, port)
+        log = self.work / f"{name}.log"
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "hoodied.cli", "run", "--config", str(config)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self._env(),
+                start_new_session=True,
+            )
+        with self._guard:
+            self.replicas[name] = Process(name, proc, log, port)
+            self.killed.discard(name)
+
+    def restart_replica(self, name: str) -> None:
+        self.restarts += 1
+        self.start_replica(name)
+
+    def kill_replica(self, name: str) -> None:
+        with self._guard:
+            self.killed.add(name)
+            replica = self.replicas[name]
+        _kill_group(replica.proc)
+
+    def start_writer(self) -> None:
+        log = self.work / "writer.log"
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "support.chaos.writer",
+                    "--table",
+                    self.store.uri,
+                    "--ledger",
+                    str(self.ledger.path),
+                    "--seed",
+                    str(self.spec.seed),
+                    "--zookeeper",
+                    self.zk.connect,
+                    "--lock-path",
+                    self.lock_path,
+                    "--stop-file",
+                    str(self.stop_file),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self._env(),
+                start_new_session=True,
+            )
+        with self._guard:
+            self.writer = Process("writer", proc, log)
+            self.killed.discard("writer")
+
+    def kill_writer(self) -> None:
+        with self._guard:
+            self.killed.add("writer")
+            writer = self.writer
+        if writer is not None:
+            _kill_group(writer.proc)
+
+    def _watch(self) -> None:
+        """A process that exits without the injector killing it is a finding; it is started again."""
+        while not self._done.wait(0.5):
+            with self._guard:
+                gone = [
+                    r
+                    for r in self.replicas.values()
+                    if r.proc.poll() is not None and r.name not in self.killed
+                ]
+                writer = self.writer
+            for r in gone:
+                tail = "\n".join(r.log.read_text(errors="replace").splitlines()[-15:])
+                self.problems.append(f"replica {r.name} exited by itself with {r.proc.returncode}:\n{tail}")
+                self.restart_replica(r.name)
+            if (
+                writer is not None
+                and writer.proc.poll() not in (None, 0)
+                and "writer" not in self.killed
+                and not self.stop_file.exists()
+            ):
+                tail = "\n".join(writer.log.read_text(errors="replace").splitlines()[-15:])
+                self.problems.append(f"the writer exited by itself with {writer.proc.returncode}:\n{tail}")
+                self.start_writer()
+
+    # -- the trial ----------------------------------------------------------------------------------------
+
+    def run(self) -> TrialResult:
+        started = time.monotonic()
+        verdict = Verdict()
+        injector: FaultInjector | None = None
+        zookeeper = ZooKeeper(ZooKeeperConfig(connect=self.zk.connect), identity("chaos-driver"))
+        zookeeper.start()
+        try:
+            self._create_table()
+            for name in REPLICAS:
+                self.start_replica(name)
+            for name in REPLICAS:
+                self._wait_ready(name, 180.0)
+            self.start_writer()
+            watcher = threading.Thread(target=self._watch, name="chaos-watch", daemon=True)
+            watcher.start()
+            injector = FaultInjector(
+                Targets(
+                    replicas=REPLICAS,
+                    kill_replica=self.kill_replica,
+                    restart_replica=self.restart_replica,
+                    kill_writer=self.kill_writer,
+                    restart_writer=self.start_writer,
+                    zk_cut=lambda name: self.proxies[name].cut(),
+                    zk_block=lambda name: self.proxies[name].block(),
+                    zk_unblock=lambda name: self.proxies[name].unblock(),
+                    session_timeout=SESSION_TIMEOUT,
+                    disk=self.store.disk,
+                    store=self.store.faults,
+                ),
+                random.Random(f"faults-{self.spec.seed}"),
+                self.spec.kinds,
+            )
+            stop = threading.Event()
+            chaos = threading.Thread(target=injector.run, args=(self.spec.duration, stop), daemon=True)
+            chaos.start()
+            if self.spec.record_index:
+                self._request_record_index(zookeeper)
+            chaos.join()
+            self._stop_writer()
+            self._settle(180.0)
+            self._done.set()  # from here on, exits are ours
+            watcher.join(5)
+            self._stop_replicas()
+            self._final_clean(zookeeper)
+            self._judge(verdict)
+        except Exception as e:
+            logger.exception("chaos trial %s broke", self.spec.describe())
+            self.problems.append(f"the trial broke: {type(e).__name__}: {e}")
+        finally:
+            self._done.set()
+            if injector is not None:
+                injector.heal()
+            self._close()
+            zookeeper.stop()
+        result = TrialResult(
+            self.spec,
+            verdict,
+            injector.counts if injector is not None else Counter(),
+            [f"{e.at:7.1f} s {e.kind} {e.target} {e.detail}" for e in injector.events] if injector else [],
+            time.monotonic() - started,
+            self.work,
+            self.restarts,
+            self.problems + verdict.problems,
+        )
+        (self.work / "result.txt").write_text(result.summary() + "\n\n" + "\n".join(result.events) + "\n")
+        if not result.ok:
+            with contextlib.suppress(Exception):
+                self.store.keep(self.work / "table")
+        return result
+
+    def _create_table(self) -> None:
+        TableWriter.create(
+            self.store.uri,
+            name=TABLE_NAME,
+            table_type="MERGE_ON_READ" if self.spec.table_type == "MERGE_ON_READ" else "COPY_ON_WRITE",
+            table_version=self.spec.table_version,
+            schema=SCHEMA,
+            record_key_fields=["key"],
+            partition_fields=["part"],
+            storage_options=self.store.storage_options,
+        )
+
+    def _wait_ready(self, name: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            replica = self.replicas[name]
+            if replica.proc.poll() is not None and name not in self.killed:
+                raise AssertionError(f"{name} exited: {_tail(replica.log)}")
+            if _get(replica.port, "/readyz") == 200:
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"{name} not ready within {timeout:.0f} s: {_tail(self.replicas[name].log)}")
+
+    def _request_record_index(self, zookeeper: ZooKeeper) -> None:
+        """Once the writer committed a few batches, request a record index (the daemon then builds it)."""
+        deadline = time.monotonic() + self.spec.duration / 2
+        while time.monotonic() < deadline and sum(e.acked for e in self.ledger.entries().values()) < 3:
+            time.sleep(0.5)
+        storage = Storage.for_uri(self.store.uri, self.store.storage_options)
+        lock = zookeeper.table_lock(self.lock_path, acquire_timeout=60.0)
+        for attempt in range(5):
+            try:
+                schedule_indexing(storage, lock, ["record_index"])
+                return
+            except Exception as e:  # a full disk or a failing store meanwhile: try again
+                logger.warning("chaos: requesting the record index failed (attempt %d): %s", attempt + 1, e)
+                time.sleep(2.0)
+        self.problems.append("could not request the record index in 5 attempts")
+
+    def _stop_writer(self) -> None:
+        self.stop_file.touch()
+        writer = self.writer
+        if writer is None:
+            return
+        try:
+            writer.proc.wait(90)
+        except subprocess.TimeoutExpired:
+            self.problems.append("the writer did not stop within 90 s of its stop file")
+            _kill_group(writer.proc)
+
+    def _settle(self, timeout: float) -> None:
+        """Until nothing is pending on the timeline (the replicas finish what the faults interrupted and the
+        LAZY clean rolls back the writer's killed commits), or ``timeout``."""
+        storage = Storage.for_uri(self.store.uri, self.store.storage_options)
+        deadline = time.monotonic() + timeout
+        for name in REPLICAS:
+            self._wait_ready(name, 120.0)
+        while time.monotonic() < deadline:
+            try:
+                pending = Table.load(storage).timeline.pending()
+            except Exception as e:
+                logger.warning("chaos: cannot read the table while settling: %s", e)
+                pending = []
+            if not pending:
+                return
+            time.sleep(1.0)
+        names = ", ".join(f"{i.action} {i.time} ({i.state.name.lower()})" for i in pending[:5])
+        self.problems.append(f"still pending {timeout:.0f} s after the faults stopped: {names}")
+
+    def _stop_replicas(self) -> None:
+        for replica in self.replicas.values():
+            if _get(replica.port, "/healthz") != 200:
+                self.problems.append(f"replica {replica.name} is not healthy at the end")
+        for replica in self.replicas.values():
+            if replica.proc.poll() is None:
+                replica.proc.send_signal(signal.SIGTERM)
+        for replica in self.replicas.values():
+            try:
+                code = replica.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                code = None
+            if code != 0:
+                self.problems.append(
+                    f"replica {replica.name} stopped with {code} on SIGTERM: {_tail(replica.log)}"
+                )
+            _kill_group(replica.proc)
+
+    def _final_clean(self, zookeeper: ZooKeeper) -> None:
+        """Roll back what failed writes are left, then clean down to one version of each file group."""
+        storage = Storage.for_uri(self.store.uri, self.store.storage_options)
+        lock = zookeeper.table_lock(self.lock_path, acquire_timeout=60.0)
+        rollback_failed_writes(storage, lock, HEARTBEAT)
+        config = CleanConfig(
+            policy=CleanPolicy.KEEP_LATEST_FILE_VERSIONS,
+            file_versions_retained=1,
+            failed_writes=FailedWritesPolicy.LAZY,
+        )
+        scheduled = schedule_clean(storage, lock, config=config)
+        if scheduled.instant is not None:
+            run_in_process(CLEAN.prepare(storage, lock, scheduled.instant.time, {}))
+
+    def _judge(self, verdict: Verdict) -> None:
+        table = Table.load(Storage.for_uri(self.store.uri, self.store.storage_options))
+        entries = self.ledger.entries()
+        check_records(table, self.spec.seed, entries, verdict)
+        writer_instants = {e.instant for e in entries.values() if e.instant is not None}
+        logs = [self.work / f"{name}.log" for name in REPLICAS]
+        check_single_completion(table, logs, writer_instants, verdict)
+        check_no_orphans(table, verdict)
+        if table.config.metadata_partitions and self.store.uri.startswith("/"):
+            try:
+                check_metadata_table(Path(self.store.uri), "after the trial")
+            except AssertionError as e:
+                verdict.problems.append(f"metadata table: {e}")
+
+    def _close(self) -> None:
+        for replica in self.replicas.values():
+            _kill_group(replica.proc)
+        if self.writer is not None:
+            _kill_group(self.writer.proc)
+        for proxy in self.proxies.values():
+            proxy.close()
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(30)
+
+
+def _get(port: int, path: str) -> int | None:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+    except OSError:
+        return None
+
+
+def _tail(log: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def run_trial(spec: TrialSpec, work: Path, zk: ZooKeeperServer, *, tmpfs: bool) -> TrialResult:
+    """One trial with its table on local storage (a tmpfs when ``tmpfs``)."""
+    work.mkdir(parents=True, exist_ok=True)
+    store = LocalStore(work, tmpfs=tmpfs)
+    try:
+        return Trial(spec, work, zk, store).run()
+    finally:
+        store.close()
+
+
+__all__ = ["REPLICAS", "LocalStore", "TableStore", "Trial", "TrialResult", "TrialSpec", "run_trial"]
