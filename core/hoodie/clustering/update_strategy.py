@@ -10,7 +10,8 @@ against the file groups of every pending clustering plan:
 - ``org.apache.hudi.client.clustering.update.strategy.SparkRejectUpdateStrategy`` (Hudi's default): the write
   fails with ``HoodieClusteringUpdateException`` ("Not allowed to update the clustering file group
   HoodieFileGroupId{...}. For pending clustering operations, we are not going to support update for now.").
-  So a table service must not plan the file groups its writers are updating.
+  So a table service must not plan the file groups its writers are updating. (Hudi 1.x refuses an
+  ``INSERT OVERWRITE`` that would replace such a group the same way.)
 - ``...SparkAllowUpdateStrategy``: the write goes on. With
   ``hoodie.clustering.rollback.pending.replacecommit.on.conflict=true`` the writer first rolls the
   conflicting clustering back; otherwise the conflict is left to the commit: under optimistic concurrency
