@@ -150,6 +150,7 @@ def child_clustering(path: str, variant: str, files: int) -> Result:
     from hoodie.clustering.execute import prepare_clustering, run_clustering_task
     from hoodie.clustering.layout import LayoutConfig, LayoutStrategy
     from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
+    from hoodie.clustering.update_strategy import UpdateStrategy
     from hoodie.lock import FileSystemLock
     from hoodie.storage import Storage
 
@@ -164,6 +165,7 @@ def child_clustering(path: str, variant: str, files: int) -> Result:
         max_bytes_per_group=1 << 50,
         small_file_limit=1 << 50,
         max_file_bytes=1 << 50,
+        update_strategy=UpdateStrategy.ALLOW,  # no writer beside: every group
     )
     scheduled = schedule_clustering(storage, lock, config=config, respect_trigger=False)
     if scheduled.plan is None or len(scheduled.plan.input_groups) != 1:

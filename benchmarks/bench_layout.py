@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from hoodie.clustering.execute import cluster_in_process
 from hoodie.clustering.layout import LayoutConfig, LayoutStrategy
 from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
+from hoodie.clustering.update_strategy import UpdateStrategy
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -141,6 +142,7 @@ def cluster(
         target_file_max_bytes=total // files + 1,
         small_file_limit=total + 1,
         max_bytes_per_group=total + 1,
+        update_strategy=UpdateStrategy.ALLOW,  # no writer beside: every group
     )
     scheduled = schedule_clustering(storage, lock, config=config, respect_trigger=False)
     assert scheduled.instant is not None, scheduled.reason

@@ -105,6 +105,30 @@ class WriteConflict(CommitConflict):
     """
 
 
+class ClusteringUpdateRejected(HoodieError):
+    """A write's updates or deletes hit file groups that a pending clustering rewrites, and its writer uses
+    the reject update strategy (``hoodie.clustering.updates.strategy``: Hudi's default
+    ``SparkRejectUpdateStrategy``, whose writers fail with ``HoodieClusteringUpdateException``).
+
+    Raised after tagging, before any file is written: the write definitely did not happen. The message names
+    the file groups and the clustering instants; retry once the clustering completed (its new file groups
+    hold the records then), or leave those records out of the batch.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        clustering_instants: tuple[str, ...] = (),
+        file_groups: tuple[object, ...] = (),
+    ) -> None:
+        super().__init__(message)
+        #: The pending clusterings in the way, by instant time.
+        self.clustering_instants = clustering_instants
+        #: The file groups the write would have updated (``FileGroupId`` values).
+        self.file_groups = file_groups
+
+
 class LockRequired(HoodieError):
     """An operation needs the table lock and none was given (object stores offer no atomic
     create-if-absent, and v8+ completion times must be taken under the lock)."""

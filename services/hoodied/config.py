@@ -47,6 +47,8 @@ Every key, its default and its meaning (the README's configuration reference is 
       schedule: []                # which services hoodied also plans (Hudi's strategies and triggers);
                                   # not indexing: indexes are built on request (hoodied index), then run
       hoodie: {}                  # hoodie.* settings: strategies, triggers, retention, sort columns ...
+                                  # and what the table's writers do: hoodie.clustering.updates.strategy
+                                  # (README: Running beside Hudi writers)
       storage_options: {}         # options of the table's store (endpoint, region, credentials...; the
                                   # store's environment variables apply too: README, Object stores)
       takeover_foreign_after: never   # an inflight instant hoodied did not start (a Hudi writer's own

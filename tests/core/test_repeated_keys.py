@@ -27,6 +27,7 @@ import pytest
 
 from hoodie import Table
 from hoodie.clustering.plan import ClusteringConfig
+from hoodie.clustering.update_strategy import UpdateStrategy
 from hoodie.errors import RecordIndexConflict
 from hoodie.indexing.execute import run_indexing, schedule_indexing
 from hoodie.lock import FileSystemLock
@@ -40,6 +41,9 @@ pytestmark = pytest.mark.slow
 
 TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
 #: Every version, table type and log format once by default; every combination in the campaign.
+#: No writer beside these tables: plans take every candidate, as with allow-update writers.
+ALLOW = UpdateStrategy.ALLOW
+NO_WRITERS = ClusteringConfig(update_strategy=ALLOW)
 SHORT = {"v6-mor-avro", "v8-cow", "v9-mor-parquet"}
 CASES = [
     pytest.param(
@@ -148,7 +152,7 @@ def test_every_service_keeps_every_copy(
     ran = []
     for service in ("compaction", "clean", "clustering"):
         outcome, reason = run_service(
-            service, storage, lock, clustering=ClusteringConfig() if service == "clustering" else None
+            service, storage, lock, clustering=NO_WRITERS if service == "clustering" else None
         )
         ran.append((service, outcome, reason))
         if outcome == "done":
@@ -172,7 +176,7 @@ def test_every_service_keeps_every_copy(
     # Sorted clustering into several files per group, on a copy of the table as written.
     storage = Storage.for_uri(str(sorted_copy))
     reads = _start(sorted_copy)
-    config = ClusteringConfig(sort_columns=("ts",), target_file_max_bytes=4096)
+    config = ClusteringConfig(sort_columns=("ts",), target_file_max_bytes=4096, update_strategy=ALLOW)
     outcome, reason = run_service("clustering", storage, FileSystemLock(storage), clustering=config)
     assert outcome == "done", reason
     judge(sorted_copy, reads, "clustering", f"v{version} {table_type} sorted clustering")
@@ -206,7 +210,7 @@ def test_a_record_index_holds_one_entry_for_a_key_repeated_in_its_file_group(
     assert len(mdt.read_partition("record_index")) == 30
     reads = judge(root, reads, "indexing", "record index")
     # Clustering into several files per partition keeps each key's copies in one: the index stays true.
-    config = ClusteringConfig(sort_columns=("fare",), target_file_max_bytes=2048)
+    config = ClusteringConfig(sort_columns=("fare",), target_file_max_bytes=2048, update_strategy=ALLOW)
     outcome, reason = run_service("clustering", storage, lock, clustering=config)
     assert outcome == "done", reason
     judge(root, reads, "clustering", "clustering with a record index")

@@ -12,6 +12,7 @@ import pytest
 
 from hoodie.clean.plan import CleanConfig, CleanPolicy, schedule_clean
 from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
+from hoodie.clustering.update_strategy import UPDATES_STRATEGY, UpdateStrategy
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.trigger import TriggerConfig
 from hoodie.config import TableConfig
@@ -51,7 +52,9 @@ def _compaction(storage: Storage, lock: FileSystemLock, generator: InstantTimeGe
 
 
 def _clustering(storage: Storage, lock: FileSystemLock, generator: InstantTimeGenerator) -> Instant | None:
-    config = ClusteringConfig.from_config({"hoodie.clustering.inline.max.commits": "1"})
+    config = ClusteringConfig.from_config(
+        {"hoodie.clustering.inline.max.commits": "1", UPDATES_STRATEGY: UpdateStrategy.ALLOW.value}
+    )
     return schedule_clustering(storage, lock, config=config, time_generator=generator).instant
 
 

@@ -20,6 +20,7 @@ from hoodie import Table
 from hoodie.clustering.execute import ClusteringConflict, pending_clusterings
 from hoodie.clustering.plan import ClusteringConfig, clustering_plan_of, schedule_clustering
 from hoodie.clustering.service import CLUSTERING
+from hoodie.clustering.update_strategy import UPDATES_STRATEGY, UpdateStrategy
 from hoodie.failpoints import ENV as FAILPOINTS
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
@@ -32,7 +33,8 @@ from support.clustering_checks import capture, check_after
 
 pytestmark = pytest.mark.spark
 
-SORTED = ClusteringConfig(sort_columns=("rider",))
+#: No writer beside the table when it is planned: every candidate (as with allow-update writers).
+SORTED = ClusteringConfig(sort_columns=("rider",), update_strategy=UpdateStrategy.ALLOW)
 
 
 def _generate(
@@ -114,13 +116,15 @@ from hoodie.failpoints import arm_for_children
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.clustering.service import CLUSTERING
+from hoodie.clustering.update_strategy import UpdateStrategy
 from hoodied.jobs import run_service_job
 from hoodied.spark import SparkConfig, spark_session
 
 arm_for_children()
 storage = Storage.for_uri(sys.argv[1])
 lock = FileSystemLock(storage, expire_seconds=2)
-schedule_clustering(storage, lock, config=ClusteringConfig(sort_columns=("rider",)), respect_trigger=False)
+config = ClusteringConfig(sort_columns=("rider",), update_strategy=UpdateStrategy.ALLOW)
+schedule_clustering(storage, lock, config=config, respect_trigger=False)
 run_service_job(spark_session(SparkConfig(master="local[2]")), CLUSTERING, storage, lock)
 """
 
@@ -238,6 +242,8 @@ def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != FAILPOINTS}
     cmd = [sys.executable, "-m", "hoodied.cli", "cluster", str(root), *args]
     cmd += ["--spark-master", "local[2]", "--conf", "hoodie.write.lock.filesystem.expire=0.05"]
+    # No writer beside the table: every candidate is planned (as with allow-update writers).
+    cmd += ["--conf", f"{UPDATES_STRATEGY}={UpdateStrategy.ALLOW.value}"]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
 
 

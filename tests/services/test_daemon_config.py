@@ -101,6 +101,20 @@ def test_retry_delay_doubles_up_to_the_cap() -> None:
             "tables: [{path: /x, hoodie: {hoodie.compact.inline.max.delta.commits: -1}}]",
             "hoodie.compact.inline.max.delta.commits",
         ),
+        (
+            "tables: [{path: /x, hoodie: {hoodie.clustering.updates.strategy: "
+            "SparkConsistentBucketDuplicateUpdateStrategy}}]",
+            "tables[0].hoodie: hoodie.clustering.updates.strategy="
+            "'SparkConsistentBucketDuplicateUpdateStrategy': the consistent-hashing bucket index's strategy",
+        ),
+        (
+            "tables: [{path: /x, hoodie: {hoodie.clustering.hoodied.recent.write.commit: 3}}]",
+            "did you mean hoodie.clustering.hoodied.recent.write.commits?",
+        ),
+        (
+            "tables: [{path: /x, hoodie: {hoodie.clustering.plan.partition.filter.mode: LATEST}}]",
+            "tables[0].hoodie: hoodie.clustering.plan.partition.filter.mode='LATEST'",
+        ),
         ("tables: [{path: /x, hoodie: {spark.x: 1}}]", "tables[0].hoodie.spark.x: only hoodie.* settings"),
         (
             "tables: [{path: /x, hoodie: {hoodie.clean.comits.retained: 30}}]",

@@ -23,6 +23,7 @@ import pytest
 
 from hoodie import Table
 from hoodie.clean.plan import pending_cleans
+from hoodie.clustering.update_strategy import UPDATES_STRATEGY, UpdateStrategy
 from hoodie.lock.storage_based import LOCK_FILE
 from hoodie.storage import Storage
 from hoodie.testing.generate import GenerateSpec, generate_table
@@ -71,7 +72,9 @@ def test_clustering(s3_server: S3Server, tmp_path: Path, spark: Any, version: in
     spec = GenerateSpec(table_type="COPY_ON_WRITE", table_version=version, rows=200, commits=4, partitions=1)
     uri = _on_s3(s3_server, tmp_path, spec)
     before = clustering_checks.capture(uri)
-    _cli("cluster", uri, "--mode", "schedule-and-execute", "--sort-columns", "rider")
+    # No writer beside the table: every candidate is planned (as with allow-update writers).
+    allow = f"{UPDATES_STRATEGY}={UpdateStrategy.ALLOW.value}"
+    _cli("cluster", uri, "--mode", "schedule-and-execute", "--sort-columns", "rider", "--conf", allow)
     table = Table.open(uri)
     (done,) = [i for i in table.timeline.completed() if i.action == "replacecommit"]
     requested = table.storage.read(table.timeline.file_of(done.time, State.REQUESTED))

@@ -15,6 +15,7 @@ import pyarrow as pa
 from hoodie import Table
 from hoodie.clean.plan import CleanConfig, CleanPolicy, schedule_clean
 from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
+from hoodie.clustering.update_strategy import UPDATES_STRATEGY, UpdateStrategy
 from hoodie.compaction.execute import compact_in_process
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.strategy import CompactionConfig
@@ -109,6 +110,9 @@ def cow_table(root: Path, version: int, seed: int) -> PendingTable:
             {
                 "hoodie.clustering.plan.strategy.partition.selected": partition,
                 "hoodie.clustering.plan.strategy.sort.columns": "fare",
+                # No writer beside the table: every candidate (the default, reject, leaves the groups of
+                # the last writer commits alone: every group of a table just written).
+                UPDATES_STRATEGY: UpdateStrategy.ALLOW.value,
             }
         )
         result = schedule_clustering(storage, lock, config=config, respect_trigger=False)

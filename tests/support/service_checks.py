@@ -16,6 +16,7 @@ from hoodie.clean.execute import clean_in_process
 from hoodie.clean.plan import CleanConfig, CleanPolicy, schedule_clean
 from hoodie.clustering.execute import cluster_in_process
 from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
+from hoodie.clustering.update_strategy import UpdateStrategy
 from hoodie.compaction.execute import compact_in_process
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.strategy import CompactionConfig, Strategy
@@ -110,8 +111,9 @@ def run_service(
     indexes: Sequence[str] | None = None,
 ) -> tuple[str, str]:
     """Run one service to completion; (outcome, reason). Compaction: every slice with log files; clean: keep
-    the latest commit; clustering: ``clustering``'s plan (default: every file group, sorted by
-    ``sort_columns``, by default the record key, so a single small file is clustered too); indexing:
+    the latest commit; clustering: ``clustering``'s plan (default: every file group, no writer being beside
+    the table, sorted by ``sort_columns``, by default the record key, so a single small file is clustered
+    too); indexing:
     ``indexes`` (default: every one hoodied builds that the table lacks)."""
     if service == "compaction":
         if not Table.open(storage.uri).config.is_mor:
@@ -128,7 +130,7 @@ def run_service(
         if clustering is None:
             fields = Table.open(storage.uri).config.record_key_fields
             sort = tuple(sort_columns) if sort_columns is not None else (fields[0] if fields else RECORD_KEY,)
-            clustering = ClusteringConfig(sort_columns=sort)
+            clustering = ClusteringConfig(sort_columns=sort, update_strategy=UpdateStrategy.ALLOW)
         cl = schedule_clustering(storage, lock, config=clustering, respect_trigger=False)
         if cl.instant is None:
             return "nothing to do", cl.reason

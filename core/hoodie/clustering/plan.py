@@ -13,10 +13,21 @@ Rules (Hudi's ``PartitionAwareClusteringPlanStrategy`` and ``ClusteringPlanStrat
 - COPY_ON_WRITE and MERGE_ON_READ tables cluster. A table with a metadata table is refused, as compaction
   refuses it (the replacecommit would leave the metadata table's file listing behind).
 - Partitions: ``partition.selected`` (a comma list) when set, else every partition, narrowed by
-  ``partition.regex.pattern`` (a full match, as Java's ``Pattern.matches``).
+  ``partition.regex.pattern`` (a full match, as Java's ``Pattern.matches``); then Hudi's partition filter
+  mode, ``hoodie.clustering.plan.partition.filter.mode`` (:mod:`hoodie.clustering.partition_filter`:
+  ``RECENT_DAYS`` skips the latest date partitions), which also orders them for the group cap.
 - Eligible slices of a partition: the latest slice of every live (not replaced) file group whose base file
   is smaller than ``small.file.limit`` (a slice without a base file counts as 0 here), leaving out file
   groups in a pending compaction, log compaction or clustering.
+- Beside writers (:mod:`hoodie.clustering.update_strategy`, :mod:`hoodie.clustering.recent_writes`): with
+  the writers' update strategy ``hoodie.clustering.updates.strategy`` at Hudi's default
+  (``SparkRejectUpdateStrategy``), a Hudi writer fails when its batch updates a file group under pending
+  clustering, so the plan also leaves out the file groups that any of the last
+  ``hoodie.clustering.hoodied.recent.write.commits`` (5) writer commits wrote and those a pending write is
+  writing. With ``SparkAllowUpdateStrategy`` every eligible group is planned, as before, and a write that
+  touches one before the clustering commits aborts the clustering (:mod:`hoodie.clustering.conflict`);
+  setting the key explicitly makes such plans leave writers' groups out too (Hudi 1.x writers under
+  optimistic concurrency fail their own commit on a pending clustering of a group they wrote).
 - They are sorted by size, largest first (a slice without a base file counts as
   ``hoodie.parquet.max.file.size``; ties keep file-id order), and packed greedily: a new group starts when
   the current one is not empty and this slice would take it over ``max.bytes.per.group``. Every full group
@@ -57,12 +68,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hoodie.clustering.layout import LAYOUT_OPTIMIZE_STRATEGY, LayoutConfig, curve_problems
+from hoodie.clustering.partition_filter import FilterMode, PartitionFilter
+from hoodie.clustering.recent_writes import (
+    RECENT_WRITE_COMMITS,
+    RECENT_WRITE_COMMITS_DEFAULT,
+    writer_groups,
+)
+from hoodie.clustering.update_strategy import UPDATES_STRATEGY, UPDATES_STRATEGY_DEFAULT, UpdateStrategy
 from hoodie.compaction.plan import blocked_file_groups
 from hoodie.errors import CorruptTimelineFile, InvalidWriteConfig
 from hoodie.file_group.file_group import FileSlice
 from hoodie.lock import LockProvider
 from hoodie.metadata_table import refuse_metadata_table
-from hoodie.settings import bool_setting, int_setting
+from hoodie.settings import bool_setting, int_setting, setting
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.instant import (
@@ -138,6 +156,10 @@ class ClusteringConfig:
     max_commits: int = ASYNC_MAX_COMMITS_DEFAULT
     max_file_bytes: int = PARQUET_MAX_FILE_SIZE_DEFAULT  # hoodie.parquet.max.file.size
     layout: LayoutConfig = field(default_factory=LayoutConfig)  # hoodie.layout.optimize.*
+    partition_filter: PartitionFilter = field(default_factory=PartitionFilter)  # ...partition.filter.mode
+    update_strategy: UpdateStrategy = UPDATES_STRATEGY_DEFAULT  # hoodie.clustering.updates.strategy
+    #: hoodie.clustering.hoodied.recent.write.commits; ``None``: the update strategy's default (see below).
+    recent_write_commits: int | None = None
 
     def __post_init__(self) -> None:
         for key, value, minimum in (
@@ -147,6 +169,7 @@ class ClusteringConfig:
             (TARGET_FILE_MAX_BYTES, self.target_file_max_bytes, 1),
             (ASYNC_MAX_COMMITS, self.max_commits, 0),
             (PARQUET_MAX_FILE_SIZE, self.max_file_bytes, 1),
+            (RECENT_WRITE_COMMITS, self.recent_write_commits or 0, 0),
         ):
             if value < minimum:
                 raise InvalidWriteConfig(f"{key}={value!r}: must be at least {minimum}")
@@ -183,7 +206,28 @@ class ClusteringConfig:
                 config, PARQUET_MAX_FILE_SIZE, PARQUET_MAX_FILE_SIZE_DEFAULT, minimum=1
             ),
             layout=LayoutConfig.from_config(config),
+            partition_filter=PartitionFilter.from_config(config),
+            update_strategy=UpdateStrategy.from_config(config),
+            recent_write_commits=(
+                int_setting(config, RECENT_WRITE_COMMITS, RECENT_WRITE_COMMITS_DEFAULT, minimum=0, bits=32)
+                if setting(config, RECENT_WRITE_COMMITS) is not None
+                else None
+            ),
         )
+
+    @property
+    def avoids_writers(self) -> bool:
+        """Whether plans leave out the file groups writers are working on: with reject-update writers
+        always, with allow-update writers when ``recent.write.commits`` is set (see the module doc)."""
+        return self.update_strategy is UpdateStrategy.REJECT or self.recent_write_commits is not None
+
+    @property
+    def recent_commits(self) -> int:
+        """How many of the latest writer commits make a file group recently written (0 with allow-update
+        writers unless set)."""
+        if self.recent_write_commits is not None:
+            return self.recent_write_commits
+        return RECENT_WRITE_COMMITS_DEFAULT if self.update_strategy is UpdateStrategy.REJECT else 0
 
     @property
     def keeps_single_group(self) -> bool:
@@ -200,15 +244,16 @@ class ClusteringConfig:
         )
         return ClusteringStrategy(strategy_class_name=EXECUTION_STRATEGY_CLASS, strategy_params=params)
 
-    def filter_partitions(self, partitions: Sequence[str]) -> list[str]:
-        """The partitions whose slices may be planned, in the given order."""
+    def filter_partitions(self, partitions: Sequence[str], instant_time: str) -> list[str]:
+        """The partitions whose slices a plan at ``instant_time`` may take, in planning order."""
+        chosen = list(partitions)
         if self.partitions_selected:
             selected = set(self.partitions_selected)
-            return [p for p in partitions if p in selected]
-        if self.partition_regex is not None:
+            chosen = [p for p in chosen if p in selected]
+        elif self.partition_regex is not None:
             pattern = re.compile(self.partition_regex)
-            return [p for p in partitions if pattern.fullmatch(p)]
-        return list(partitions)
+            chosen = [p for p in chosen if pattern.fullmatch(p)]
+        return self.partition_filter.apply(chosen, instant_time)
 
     def slice_size(self, file_slice: FileSlice) -> int:
         """A slice's size for grouping: its base file's, or the max file size without one (Hudi's guess)."""
@@ -424,12 +469,17 @@ def plan_clustering(table: Table, instant_time: str, config: ClusteringConfig) -
     groups = table.file_groups()
     replaced = table.replaced_file_groups()
     blocked = blocked_file_groups(table)
-    partitions = config.filter_partitions(sorted({gid.partition_path for gid in groups}))
+    partitions = config.filter_partitions(sorted({gid.partition_path for gid in groups}), instant_time)
     if not partitions:
-        return PlanResult(None, "no partition selected for clustering")
+        why = "no partition selected for clustering"
+        if config.partition_filter.mode is not FilterMode.NONE:
+            why += f" ({config.partition_filter.describe()})"
+        return PlanResult(None, why)
+    writers = writer_groups(table, config.recent_commits) if config.avoids_writers else None
     allowed = set(partitions)
     eligible: dict[str, list[FileSlice]] = {p: [] for p in partitions}
     skipped_blocked = 0
+    skipped_writers = 0
     for gid, group in groups.items():
         if gid.partition_path not in allowed or gid in replaced:
             continue
@@ -438,6 +488,9 @@ def plan_clustering(table: Table, instant_time: str, config: ClusteringConfig) -
             continue
         if gid in blocked:
             skipped_blocked += 1
+            continue
+        if writers is not None and gid in writers:
+            skipped_writers += 1
             continue
         eligible[gid.partition_path].append(latest)
     storage = table.storage
@@ -462,6 +515,8 @@ def plan_clustering(table: Table, instant_time: str, config: ClusteringConfig) -
         )
         if skipped_blocked:
             why += f"; {skipped_blocked} file group(s) held by pending compaction or clustering"
+        if skipped_writers:
+            why += "; " + _writers_note(config, skipped_writers)
         return PlanResult(None, why)
     plan = ClusteringPlan(
         input_groups=tuple(planned),
@@ -472,10 +527,19 @@ def plan_clustering(table: Table, instant_time: str, config: ClusteringConfig) -
     )
     n_slices = sum(len(g.slices) for g in planned)
     outputs = sum(g.num_output_file_groups or 1 for g in planned)
+    note = f"; {_writers_note(config, skipped_writers)}" if skipped_writers else ""
     return PlanResult(
         plan,
         f"{len(planned)} group(s): {n_slices} of {candidates} eligible file slice(s) into {outputs} new "
-        "file group(s)",
+        f"file group(s){note}",
+    )
+
+
+def _writers_note(config: ClusteringConfig, skipped: int) -> str:
+    return (
+        f"{skipped} file group(s) left to writers (written by the last {config.recent_commits} writer "
+        f"commit(s) or by a pending write; {UPDATES_STRATEGY}={config.update_strategy.simple_name}, "
+        f"{RECENT_WRITE_COMMITS}={config.recent_commits})"
     )
 
 

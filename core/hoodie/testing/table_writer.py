@@ -16,17 +16,26 @@ atomic commit, following what Hudi's Java client does with the bloom index:
    confirm. Confirmed keys are updates of every file group holding them (and, for deletes, the records to
    delete); the rest are inserts. ``insert`` and ``bulk_insert`` look nothing up: every row is new, so a key
    the table holds already is stored again (tables that repeat a key come from these two).
+   With the reject update strategy (``WriteConfig.update_strategy``, Hudi's
+   ``hoodie.clustering.updates.strategy`` and its default ``SparkRejectUpdateStrategy``), a batch whose
+   updates or deletes hit a file group under pending clustering fails here, before anything is written, with
+   :class:`~hoodie.errors.ClusteringUpdateRejected` naming the groups and the clustering; its requested
+   instant is removed. With the allow strategy (this writer's default) the batch goes on.
 4. Updates and deletes: COW rewrites the file group's base file merged with them (new base file, same file
    id); MOR appends them to the file group as a log file (an Avro or Parquet data block, a delete block). A
    merge applies a key's new version to the first row of the key in the file, as Hudi's readers do
    (:mod:`hoodie.read.merge`).
-5. Inserts: first into small files (base files under ``small_file_limit`` with no log files), rewriting them
-   merged with the new rows (``upsert``) or with the new rows appended unchanged (``insert``: Hudi's
-   concatenating handle, ``hoodie.merge.allow.duplicate.on.inserts`` true by default), then into new file
-   groups of at most ``max_file_bytes`` worth of rows; ``bulk_insert`` writes new file groups only.
+5. Inserts: first into small files (base files under ``small_file_limit`` with no log files, outside any
+   pending compaction or clustering, as Hudi's ``UpsertPartitioner`` leaves them out whatever the update
+   strategy), rewriting them merged with the new rows (``upsert``) or with the new rows appended unchanged
+   (``insert``: Hudi's concatenating handle, ``hoodie.merge.allow.duplicate.on.inserts`` true by default),
+   then into new file groups of at most ``max_file_bytes`` worth of rows; ``bulk_insert`` writes new file
+   groups only.
 6. Every file is announced by a marker before it is written. Under the lock, the commit is checked against
    writes that completed since the batch took its view (optimistic concurrency: touching the same file group
-   is a :class:`~hoodie.errors.WriteConflict`, and the instant stays inflight); then the commit metadata
+   is a :class:`~hoodie.errors.WriteConflict`, and the instant stays inflight); with the reject strategy, a
+   pending clustering whose plan names a group this write wrote is a conflict too, as Hudi 1.x writers count
+   pending clusterings (``SimpleConcurrentFileWritesConflictResolutionStrategy``). Then the commit metadata
    (write stats, the writer's Avro schema) completes the instant and the markers are deleted.
 
 A crash before step 6 leaves an inflight instant whose files no reader sees (they belong to no completed
@@ -51,10 +60,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hoodie.bloom import read_bloom_filter
+from hoodie.clustering.update_strategy import UpdateStrategy, check_updates
 from hoodie.config import RecordMergeMode, TableConfig
-from hoodie.errors import FileAlreadyExists, HoodieError, SchemaMismatch, WriteConflict
+from hoodie.errors import (
+    ClusteringUpdateRejected,
+    FileAlreadyExists,
+    HoodieError,
+    SchemaMismatch,
+    WriteConflict,
+)
 from hoodie.file_group.base_file import BaseFile
-from hoodie.file_group.file_group import FileSlice
+from hoodie.file_group.file_group import FileGroupId, FileSlice
 from hoodie.keygen import partition_paths, record_keys
 from hoodie.lock import LockProvider, lock_for_table
 from hoodie.log.block import HeaderKey
@@ -103,6 +119,9 @@ class WriteConfig:
     max_log_file_bytes: int = 1_073_741_824  # hoodie.logfile.max.size
     lock_timeout_seconds: float = 60.0
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)  # hoodie.client.heartbeat.*
+    #: hoodie.clustering.updates.strategy. Hudi's default is REJECT; this writer's is ALLOW, so that tests
+    #: which do not care go on writing into groups under clustering (the clustering then aborts).
+    update_strategy: UpdateStrategy = UpdateStrategy.ALLOW
 
 
 @dataclass(frozen=True)
@@ -135,6 +154,19 @@ class _Group:
     @property
     def base_size(self) -> int:
         return self.base.base_file_size if self.base else 0
+
+
+@dataclass(frozen=True)
+class _Tagged:
+    """One partition of a batch with the file groups holding its keys (file id -> row indices)."""
+
+    partition: str
+    data: pa.Table
+    keys: pa.Array
+    delete_keys: pa.Array
+    groups: list[_Group]
+    hits: dict[str, np.ndarray]
+    del_hits: dict[str, np.ndarray]
 
 
 class TableWriter:
@@ -279,6 +311,13 @@ class TableWriter:
         # an unfinished instant is a failed write to roll back.
         with Heartbeat(self.storage, instant_time, self.write_config.heartbeat):
             table = job.table = self._open_table()
+            job.tag()
+            if self.write_config.update_strategy is UpdateStrategy.REJECT:
+                try:
+                    check_updates(instant_time, job.updated_groups(), table.pending_clustering_file_groups())
+                except ClusteringUpdateRejected:
+                    timeline_writer.delete_pending(requested)  # nothing else of it was written
+                    raise
             inflight_md = CommitMetadata(operation_type=operation, extra_metadata={"schema": avro_json})
             inflight = timeline_writer.start(
                 requested, encode_commit_metadata(inflight_md, table_version=version, action=action)
@@ -334,6 +373,18 @@ class TableWriter:
                     f"after this write began and also wrote file group(s) {groups}; {instant_time} stays "
                     "inflight (invisible) and was not committed: retry the batch"
                 )
+        if self.write_config.update_strategy is UpdateStrategy.REJECT:
+            clustered = {
+                (g.partition_path, g.file_id): t for g, t in fresh.pending_clustering_file_groups().items()
+            }
+            held = sorted(ours & clustered.keys())
+            if held:
+                groups = ", ".join(f"{p or '<table>'}/{f}" for p, f in held[:5])
+                raise WriteConflict(
+                    f"instant {instant_time} conflicts with clustering {clustered[held[0]]}, pending since "
+                    f"after this write took its view, whose plan names file group(s) {groups} this write "
+                    f"wrote; {instant_time} stays inflight (invisible) and was not committed: retry the batch"
+                )
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -372,6 +423,7 @@ class _CommitJob:
         self.stats: dict[str, list[WriteStat]] = {}
         self.deleted_keys: list[str] = []
         self._batches: list[tuple[str, pa.Table, pa.Array, pa.Array]] = []
+        self._tagged: list[_Tagged] = []
 
     # -- entry ---------------------------------------------------------------------------------------------
 
@@ -412,13 +464,35 @@ class _CommitJob:
                 (partition, data.filter(mask), keys.filter(mask), pc.unique(del_keys.filter(del_mask)))
             )
 
+    def tag(self) -> None:
+        """Find the file groups of the current view holding the batch's keys; nothing is written."""
+        groups_by_partition = self._live_groups()
+        tagging = self.operation in ("UPSERT", "DELETE")
+        self._tagged = []
+        for partition, data, keys, delete_keys in self._batches:
+            groups = groups_by_partition.get(partition, [])
+            self._tagged.append(
+                _Tagged(
+                    partition,
+                    data,
+                    keys,
+                    delete_keys,
+                    groups,
+                    self._tag(keys, groups) if tagging else {},
+                    self._tag(delete_keys, groups) if tagging else {},
+                )
+            )
+
+    def updated_groups(self) -> set[FileGroupId]:
+        """The file groups the tagged batch updates or deletes records of."""
+        return {FileGroupId(t.partition, f) for t in self._tagged for f in (*t.hits, *t.del_hits)}
+
     def write(self, instant_time: str) -> dict[str, tuple[WriteStat, ...]]:
-        """Write the prepared batch's files for ``instant_time``; returns the write stats by partition."""
+        """Write the tagged batch's files for ``instant_time``; returns the write stats by partition."""
         self.instant_time = instant_time
         self.markers = Markers(self.storage, instant_time)
-        groups_by_partition = self._live_groups()
-        for partition, data, keys, delete_keys in self._batches:
-            self._write_partition(partition, data, keys, delete_keys, groups_by_partition.get(partition, []))
+        for tagged in self._tagged:
+            self._write_partition(tagged)
         return {p: tuple(s) for p, s in self.stats.items()}
 
     def _dedupe(self, data: pa.Table, keys: pa.Array, parts: pa.Array) -> tuple[pa.Table, pa.Array, pa.Array]:
@@ -515,13 +589,10 @@ class _CommitJob:
 
     # -- writing one partition -----------------------------------------------------------------------------
 
-    def _write_partition(
-        self, partition: str, data: pa.Table, keys: pa.Array, delete_keys: pa.Array, groups: list[_Group]
-    ) -> None:
+    def _write_partition(self, tagged: _Tagged) -> None:
+        partition, data, keys, delete_keys = tagged.partition, tagged.data, tagged.keys, tagged.delete_keys
+        groups, hits, del_hits = tagged.groups, tagged.hits, tagged.del_hits
         by_id = {g.file_id: g for g in groups}
-        tagging = self.operation in ("UPSERT", "DELETE")
-        hits = self._tag(keys, groups) if tagging else {}
-        del_hits = self._tag(delete_keys, groups) if tagging else {}
         found = np.zeros(len(keys), dtype=bool)
         for rows in hits.values():
             found[rows] = True

@@ -32,6 +32,11 @@ HOODIE_SETTINGS = {
     "hoodie.clustering.async.max.commits": "4",
     "hoodie.clean.commits.retained": "2",
     "hoodie.clean.max.commits": "1",
+    # The demo's writer leaves partitions under pending clustering out of its updates by itself, so hoodied
+    # may plan every file group (with Hudi's default, reject, it would leave the groups of the writer's last
+    # commits alone: with random updates, every group).
+    "hoodie.clustering.updates.strategy": "org.apache.hudi.client.clustering.update.strategy."
+    "SparkAllowUpdateStrategy",
 }
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from hoodie import Table
 from hoodie.clustering.execute import cluster_in_process
+from hoodie.clustering.partition_filter import FilterMode, PartitionFilter
 from hoodie.clustering.plan import (
     EXECUTION_STRATEGY_CLASS,
     SORT_COLUMNS,
@@ -20,6 +21,7 @@ from hoodie.clustering.plan import (
     plan_clustering,
     schedule_clustering,
 )
+from hoodie.clustering.update_strategy import UpdateStrategy
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.errors import InvalidWriteConfig
 from hoodie.file_group.base_file import BaseFile
@@ -31,8 +33,13 @@ from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.instant import CLUSTERING, DELTA_COMMIT, REPLACE_COMMIT, State
 from hoodie.timeline.metadata import decode_requested_replace_metadata
 from hoodie.timeline.writer import TimelineWriter
+from support.writer_tables import live_table
 
 MB = 1024 * 1024
+#: No writer beside these tables: plans take every candidate, as with allow-update writers (the default,
+#: reject, leaves out the groups of the last writer commits: every group of a table just written).
+ALLOW = UpdateStrategy.ALLOW
+NO_WRITERS = ClusteringConfig(update_strategy=ALLOW)
 BASE_INSTANT = "20240101000000000"
 P = "2024/01/01"
 
@@ -71,6 +78,19 @@ def test_defaults_are_hudis() -> None:
     assert c.max_file_bytes == 120 * MB
     assert c.strategy.strategy_class_name == EXECUTION_STRATEGY_CLASS
     assert c.strategy.strategy_params == {}
+    assert c.partition_filter == PartitionFilter()
+    # Beside writers: Hudi's default update strategy, so the groups of the last 5 writer commits stay out.
+    assert c.update_strategy is UpdateStrategy.REJECT
+    assert c.recent_write_commits is None
+    assert (c.avoids_writers, c.recent_commits) == (True, 5)
+    allow = ClusteringConfig(update_strategy=ALLOW)
+    assert (allow.avoids_writers, allow.recent_commits) == (False, 0)
+    # Set explicitly, the number counts whatever the strategy (allow-update writers of Hudi 1.x fail their
+    # commit on a pending clustering of a group they wrote).
+    allow_two = ClusteringConfig(update_strategy=ALLOW, recent_write_commits=2)
+    assert (allow_two.avoids_writers, allow_two.recent_commits) == (True, 2)
+    reject_none = ClusteringConfig(recent_write_commits=0)
+    assert (reject_none.avoids_writers, reject_none.recent_commits) == (True, 0)
 
 
 def test_keys_are_read() -> None:
@@ -86,6 +106,10 @@ def test_keys_are_read() -> None:
             "hoodie.clustering.plan.strategy.partition.selected": "a,b",
             "hoodie.clustering.async.max.commits": "0",
             "hoodie.parquet.max.file.size": "500",
+            "hoodie.clustering.updates.strategy": "SparkAllowUpdateStrategy",
+            "hoodie.clustering.hoodied.recent.write.commits": "7",
+            "hoodie.clustering.plan.partition.filter.mode": "RECENT_DAYS",
+            "hoodie.clustering.plan.strategy.daybased.skipfromlatest.partitions": "1",
         }
     )
     assert (c.small_file_limit, c.max_bytes_per_group, c.max_num_groups, c.target_file_max_bytes) == (
@@ -101,6 +125,9 @@ def test_keys_are_read() -> None:
     assert c.partitions_selected == ("a", "b")
     assert c.max_commits == 0
     assert c.max_file_bytes == 500
+    assert c.update_strategy is UpdateStrategy.ALLOW
+    assert c.recent_write_commits == 7
+    assert c.partition_filter == PartitionFilter(FilterMode.RECENT_DAYS, skip_from_latest=1)
 
 
 @pytest.mark.parametrize(
@@ -115,6 +142,9 @@ def test_keys_are_read() -> None:
         ("hoodie.clustering.async.max.commits", "-2", "at least 0"),
         (SORT_COLUMNS, "a,,b", "empty item"),
         (SORT_COLUMNS, "a,a", "repeated"),
+        ("hoodie.clustering.updates.strategy", "reject", "not an update strategy"),
+        ("hoodie.clustering.hoodied.recent.write.commits", "-1", "at least 0"),
+        ("hoodie.clustering.plan.partition.filter.mode", "OLDEST", "not one of"),
     ],
 )
 def test_bad_values_name_the_key_and_the_value(key: str, value: str, message: str) -> None:
@@ -125,11 +155,17 @@ def test_bad_values_name_the_key_and_the_value(key: str, value: str, message: st
 
 def test_partition_filters() -> None:
     parts = ["a/1", "a/2", "b/1"]
-    assert ClusteringConfig(partition_regex="a/.*").filter_partitions(parts) == ["a/1", "a/2"]
-    assert ClusteringConfig(partition_regex="a").filter_partitions(parts) == []  # a full match, as Java's
+    t = "20250101120000000"
+    assert ClusteringConfig(partition_regex="a/.*").filter_partitions(parts, t) == ["a/1", "a/2"]
+    assert ClusteringConfig(partition_regex="a").filter_partitions(parts, t) == []  # a full match, as Java's
     # The selected partitions win over the regex, as in Hudi.
     config = ClusteringConfig(partition_regex="a/.*", partitions_selected=("b/1", "c/9"))
-    assert config.filter_partitions(parts) == ["b/1"]
+    assert config.filter_partitions(parts, t) == ["b/1"]
+    # Then the partition filter mode, on what those left.
+    recent = PartitionFilter(FilterMode.RECENT_DAYS, lookback_partitions=1, skip_from_latest=1)
+    assert ClusteringConfig(partition_regex="a/.*", partition_filter=recent).filter_partitions(parts, t) == [
+        "a/1"
+    ]
 
 
 # -- grouping one partition --------------------------------------------------------------------------------
@@ -236,7 +272,7 @@ def test_a_plan_takes_every_small_slice_of_every_partition_with_more_than_one(tm
     root, storage, lock = _table(tmp_path)
     table = Table.open(str(root))
     per_partition = _small_slices(table)
-    result = schedule_clustering(storage, lock, respect_trigger=False)
+    result = schedule_clustering(storage, lock, config=NO_WRITERS, respect_trigger=False)
     assert result.instant is not None, result.reason
     assert result.plan is not None
     assert result.instant.action == CLUSTERING
@@ -266,7 +302,7 @@ def test_a_plan_takes_every_small_slice_of_every_partition_with_more_than_one(tm
     assert md.version == 1
     assert md.clustering_plan == plan
     # Its file groups are now held: a second plan finds nothing, and compaction leaves them alone too.
-    second = schedule_clustering(storage, lock, respect_trigger=False)
+    second = schedule_clustering(storage, lock, config=NO_WRITERS, respect_trigger=False)
     assert second.instant is None
     assert "held by pending compaction or clustering" in second.reason
     compaction = schedule_compaction(storage, lock)
@@ -278,7 +314,7 @@ def test_a_plan_takes_every_small_slice_of_every_partition_with_more_than_one(tm
 
 def test_v6_requests_a_replacecommit(tmp_path: Path) -> None:
     root, storage, lock = _table(tmp_path, version=6, partitions=0, table_type="COPY_ON_WRITE")
-    result = schedule_clustering(storage, lock, respect_trigger=False)
+    result = schedule_clustering(storage, lock, config=NO_WRITERS, respect_trigger=False)
     assert result.instant is not None
     assert result.instant.action == REPLACE_COMMIT
     assert (root / ".hoodie" / f"{result.instant.time}.replacecommit.requested").is_file()
@@ -289,7 +325,7 @@ def test_groups_of_a_pending_compaction_and_replaced_groups_are_left_out(tmp_pat
     compaction = schedule_compaction(storage, lock)
     assert compaction.plan is not None
     held = {(o.partition_path, o.file_id) for o in compaction.plan.operations}
-    sorted_by_ts = ClusteringConfig(sort_columns=("ts",))
+    sorted_by_ts = ClusteringConfig(sort_columns=("ts",), update_strategy=ALLOW)
     clustering = schedule_clustering(storage, lock, config=sorted_by_ts, respect_trigger=False)
     assert clustering.plan is not None, clustering.reason
     planned = {(s.partition_path, s.file_id) for s in clustering.plan.slices}
@@ -312,7 +348,7 @@ def test_small_file_limit_and_partition_selection(tmp_path: Path) -> None:
     assert none.plan is None
     assert "no partition has more than one file slice" in none.reason
     partitions = sorted(_small_slices(table))
-    only = ClusteringConfig(partitions_selected=(partitions[1],))
+    only = ClusteringConfig(partitions_selected=(partitions[1],), update_strategy=ALLOW)
     plan = plan_clustering(table, "29990101000000000", only).plan
     assert plan is not None
     assert {s.partition_path for s in plan.slices} == {partitions[1]}
@@ -324,7 +360,8 @@ def test_small_file_limit_and_partition_selection(tmp_path: Path) -> None:
 def test_the_plan_holds_at_most_max_num_groups(tmp_path: Path) -> None:
     root, _, _ = _table(tmp_path, partitions=3)
     table = Table.open(str(root))
-    plan = plan_clustering(table, "29990101000000000", ClusteringConfig(max_num_groups=2)).plan
+    config = ClusteringConfig(max_num_groups=2, update_strategy=ALLOW)
+    plan = plan_clustering(table, "29990101000000000", config).plan
     assert plan is not None
     assert len(plan.input_groups) == 2
     # Partitions in order: the first two partitions' groups.
@@ -339,7 +376,8 @@ def test_sort_columns_must_be_table_columns(tmp_path: Path) -> None:
     assert SORT_COLUMNS in str(e.value)
     with pytest.raises(InvalidWriteConfig, match=r"begin_lat\.x"):
         schedule_clustering(storage, lock, config=ClusteringConfig(sort_columns=("begin_lat.x",)))
-    plan = plan_clustering(table, "29990101000000000", ClusteringConfig(sort_columns=("rider", "ts"))).plan
+    by_rider = ClusteringConfig(sort_columns=("rider", "ts"), update_strategy=ALLOW)
+    plan = plan_clustering(table, "29990101000000000", by_rider).plan
     assert plan is not None
     assert plan.strategy is not None
     assert plan.strategy.strategy_params == {SORT_COLUMNS: "rider,ts"}
@@ -355,7 +393,9 @@ def test_trigger_counts_completed_writes_since_the_last_clustering(tmp_path: Pat
     assert result.trigger is not None
     assert "does not fire" in result.reason
     assert "hoodie.clustering.async.max.commits" in result.reason
-    scheduled = schedule_clustering(storage, lock, config=ClusteringConfig(max_commits=3))
+    scheduled = schedule_clustering(
+        storage, lock, config=ClusteringConfig(max_commits=3, update_strategy=ALLOW)
+    )
     assert scheduled.instant is not None
     assert scheduled.trigger is not None
     assert scheduled.trigger.fire
@@ -380,3 +420,63 @@ def test_v6_waits_for_an_earlier_pending_write(tmp_path: Path) -> None:
     later = plan_clustering(Table.open(str(root)), "20000101000000000", ClusteringConfig())
     assert later.plan is None
     assert "at or after the clustering time" in later.reason
+
+
+# -- beside writers ------------------------------------------------------------------------------------------
+
+
+def test_plans_leave_the_groups_of_the_last_writer_commits_to_reject_update_writers(tmp_path: Path) -> None:
+    # Three cold groups (one bulk insert each), then the hot group and two updates of it: six writer commits.
+    live = live_table(tmp_path / "t", table_type="MERGE_ON_READ", version=8, strategy=ALLOW, hot_commits=2)
+    table = Table.open(str(live.root))
+    t = "29990101000000000"
+
+    def planned(settings: dict[str, str]) -> set[FileGroupId]:
+        result = plan_clustering(table, t, ClusteringConfig.from_config(settings))
+        return (
+            set()
+            if result.plan is None
+            else {FileGroupId(s.partition_path, s.file_id) for s in result.plan.slices}
+        )
+
+    # Hudi's default (reject), 5 commits: the last two cold groups and the hot one stay out; one is left.
+    default = plan_clustering(table, t, ClusteringConfig.from_config({}))
+    assert default.plan is None
+    assert "3 file group(s) left to writers" in default.reason
+    assert "hoodie.clustering.hoodied.recent.write.commits=5" in default.reason
+    assert planned({"hoodie.clustering.hoodied.recent.write.commits": "2"}) == set(live.cold)
+    assert planned({"hoodie.clustering.hoodied.recent.write.commits": "0"}) == {*live.cold, live.hot}
+    # Allow-update writers: every candidate, as before; with the key set, its commits count again.
+    allow = {"hoodie.clustering.updates.strategy": ALLOW.value}
+    assert planned(allow) == {*live.cold, live.hot}
+    assert planned({**allow, "hoodie.clustering.hoodied.recent.write.commits": "2"}) == set(live.cold)
+    reason = plan_clustering(
+        table, t, ClusteringConfig.from_config({"hoodie.clustering.hoodied.recent.write.commits": "2"})
+    ).reason
+    assert reason.endswith(
+        "; 1 file group(s) left to writers (written by the last 2 writer commit(s) or by a pending write; "
+        "hoodie.clustering.updates.strategy=SparkRejectUpdateStrategy, "
+        "hoodie.clustering.hoodied.recent.write.commits=2)"
+    )
+
+
+def test_the_partition_filter_mode_narrows_and_orders_the_plan(tmp_path: Path) -> None:
+    root, _, _ = _table(tmp_path, partitions=3)
+    table = Table.open(str(root))
+    partitions = sorted(_small_slices(table))
+    recent = ClusteringConfig(
+        update_strategy=ALLOW, partition_filter=PartitionFilter(FilterMode.RECENT_DAYS, 2, skip_from_latest=1)
+    )
+    plan = plan_clustering(table, "29990101000000000", recent).plan
+    assert plan is not None
+    # The latest partition skipped, the next two planned newest first (Hudi's order: it fills the cap).
+    assert [g.slices[0].partition_path for g in plan.input_groups] == [partitions[1], partitions[0]]
+    nothing = ClusteringConfig(
+        update_strategy=ALLOW, partition_filter=PartitionFilter(FilterMode.RECENT_DAYS, 2, 3)
+    )
+    result = plan_clustering(table, "29990101000000000", nothing)
+    assert result.plan is None
+    assert (
+        "no partition selected for clustering (hoodie.clustering.plan.partition.filter.mode=RECENT_DAYS"
+        in (result.reason)
+    )

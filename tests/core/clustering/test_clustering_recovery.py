@@ -30,6 +30,7 @@ from hoodie.clustering.execute import (
     run_clustering_task,
 )
 from hoodie.clustering.plan import ClusteringConfig, clustering_plan_of, schedule_clustering
+from hoodie.clustering.update_strategy import UpdateStrategy
 from hoodie.errors import CommitConflict, HoodieError
 from hoodie.failpoints import ENV as FAILPOINTS
 from hoodie.file_group.file_group import FileGroupId
@@ -44,7 +45,8 @@ from hoodie.write.markers import Markers
 from support.clustering_checks import capture, check_after
 from support.hudi_oracle import HudiOracle, OracleRows, Query
 
-SORTED = ClusteringConfig(sort_columns=("rider",))
+#: No writer beside the table when it is planned: every candidate (as with allow-update writers).
+SORTED = ClusteringConfig(sort_columns=("rider",), update_strategy=UpdateStrategy.ALLOW)
 
 
 def _table(
@@ -289,7 +291,11 @@ def test_a_pending_write_to_a_clustered_group_aborts_the_commit(tmp_path: Path) 
 def test_writes_to_other_file_groups_do_not_conflict(tmp_path: Path) -> None:
     root, storage, lock = _table(tmp_path, 9, partitions=2)
     partitions = sorted({s.partition_path for s in Table.open(str(root)).file_slices()})
-    plan = _schedule(storage, lock, ClusteringConfig(partitions_selected=(partitions[0],)))
+    plan = _schedule(
+        storage,
+        lock,
+        ClusteringConfig(partitions_selected=(partitions[0],), update_strategy=UpdateStrategy.ALLOW),
+    )
     prepared = prepare_clustering(storage, lock)
     other = {s.group for s in Table.open(str(root)).file_slices() if s.partition_path == partitions[1]}
     written = _update_fares(root, _rows_of_groups(root, other, 10), 9000.0)
@@ -306,13 +312,14 @@ SCRIPT = """
 import sys
 from hoodie.clustering.execute import cluster_in_process
 from hoodie.clustering.plan import ClusteringConfig, clustering_plan_of, schedule_clustering
+from hoodie.clustering.update_strategy import UpdateStrategy
 from hoodie.failpoints import failpoint
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 
 storage = Storage.for_uri(sys.argv[1])
 lock = FileSystemLock(storage, expire_seconds=2)
-config = ClusteringConfig(sort_columns=("rider",))
+config = ClusteringConfig(sort_columns=("rider",), update_strategy=UpdateStrategy.ALLOW)
 scheduled = schedule_clustering(storage, lock, config=config, respect_trigger=False)
 failpoint("clustering.after_schedule")
 cluster_in_process(storage, lock)

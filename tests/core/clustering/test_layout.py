@@ -54,6 +54,7 @@ from hoodie.clustering.plan import (
     requested_action,
     schedule_clustering,
 )
+from hoodie.clustering.update_strategy import UpdateStrategy
 from hoodie.errors import InvalidWriteConfig, UnsupportedTable
 from hoodie.lock import FileSystemLock, held
 from hoodie.storage import Storage
@@ -517,7 +518,10 @@ def test_clustering_along_a_curve_keeps_every_read_and_orders_every_file(
     table = Table.open(str(root))
     per_partition = sum(s.base_file_size for s in table.file_slices()) // max(partitions, 1)
     config = ClusteringConfig(
-        sort_columns=COLUMNS, layout=LayoutConfig(strategy), target_file_max_bytes=per_partition // 3 + 1
+        sort_columns=COLUMNS,
+        layout=LayoutConfig(strategy),
+        target_file_max_bytes=per_partition // 3 + 1,
+        update_strategy=UpdateStrategy.ALLOW,  # no writer beside: every candidate
     )
     scheduled = schedule_clustering(storage, lock, config=config, respect_trigger=False)
     assert scheduled.instant is not None, scheduled.reason
@@ -549,7 +553,10 @@ def test_a_plan_naming_no_layout_takes_the_executors(tmp_path: Path) -> None:
     lock = FileSystemLock(storage)
     before = capture(root, hudi_rs=False)
     scheduled = schedule_clustering(
-        storage, lock, config=ClusteringConfig(sort_columns=COLUMNS), respect_trigger=False
+        storage,
+        lock,
+        config=ClusteringConfig(sort_columns=COLUMNS, update_strategy=UpdateStrategy.ALLOW),
+        respect_trigger=False,
     )
     assert scheduled.plan is not None
     assert scheduled.instant is not None
@@ -573,7 +580,8 @@ def test_a_plan_asking_for_sampled_curves_is_refused_before_it_starts(tmp_path: 
     generator = InstantTimeGenerator()
     with held(lock):
         instant_time = generator.next(storage, table.config)
-        planned = plan_clustering(Table.load(storage), instant_time, ClusteringConfig(sort_columns=COLUMNS))
+        config = ClusteringConfig(sort_columns=COLUMNS, update_strategy=UpdateStrategy.ALLOW)
+        planned = plan_clustering(Table.load(storage), instant_time, config)
         assert planned.plan is not None
         params = {
             SORT_COLUMNS: ",".join(COLUMNS),

@@ -37,6 +37,7 @@ from hoodie.clustering.spill import (
     internal_columns,
     key_hashes,
 )
+from hoodie.clustering.update_strategy import UpdateStrategy
 from hoodie.lock import FileSystemLock
 from hoodie.read.conform import conform_table
 from hoodie.read.merge import drop_deleted_rows
@@ -222,6 +223,7 @@ def test_a_task_writes_the_files_of_the_in_memory_rule(
         target_file_max_bytes=total // files + 1,
         max_bytes_per_group=1 << 40,
         small_file_limit=1 << 40,
+        update_strategy=UpdateStrategy.ALLOW,  # no writer beside: every candidate
     )
     scheduled = schedule_clustering(storage, lock, config=config, respect_trigger=False)
     assert scheduled.plan is not None, scheduled.reason
@@ -251,7 +253,12 @@ def test_a_failing_task_leaves_no_spill_file(repeating_table: Path, tmp_path: Pa
     shutil.copytree(repeating_table, root)
     storage = Storage.for_uri(str(root))
     lock = FileSystemLock(storage)
-    config = ClusteringConfig(sort_columns=("rider",), small_file_limit=1 << 40, max_bytes_per_group=1 << 40)
+    config = ClusteringConfig(
+        sort_columns=("rider",),
+        small_file_limit=1 << 40,
+        max_bytes_per_group=1 << 40,
+        update_strategy=UpdateStrategy.ALLOW,
+    )
     assert schedule_clustering(storage, lock, config=config, respect_trigger=False).plan is not None
     (task,) = prepare_clustering(storage, lock).tasks
     # The writer schema names a column of a type the rows cannot take: writing the first file fails.

@@ -12,6 +12,7 @@ from hoodie import Table
 from hoodie.clustering.execute import commit_clustering, prepare_clustering, run_clustering_task
 from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
 from hoodie.clustering.split import split_group
+from hoodie.clustering.update_strategy import UpdateStrategy
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.testing.generate import TRIPS_SCHEMA, TripGenerator
@@ -79,7 +80,10 @@ def test_a_split_group_runs_as_tasks_that_each_write_their_share(tmp_path: Path)
     lock = FileSystemLock(storage)
     total = sum(s.base_file_size + sum(s.log_file_sizes) for s in Table.open(str(root)).file_slices())
     config = ClusteringConfig(
-        target_file_max_bytes=total // 3 + 1, max_bytes_per_group=1 << 40, small_file_limit=1 << 40
+        target_file_max_bytes=total // 3 + 1,
+        max_bytes_per_group=1 << 40,
+        small_file_limit=1 << 40,
+        update_strategy=UpdateStrategy.ALLOW,  # no writer beside: every candidate
     )
     scheduled = schedule_clustering(storage, lock, config=config, respect_trigger=False)
     assert scheduled.plan is not None, scheduled.reason

@@ -26,6 +26,7 @@ from hoodie.clean.execute import clean_in_process
 from hoodie.clean.plan import CleanConfig, CleanPolicy, schedule_clean
 from hoodie.clustering.execute import cluster_in_process
 from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
+from hoodie.clustering.update_strategy import UPDATES_STRATEGY, UpdateStrategy
 from hoodie.compaction.execute import compact_in_process
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.config import TableConfig
@@ -68,6 +69,8 @@ CLUSTERING = {
     "hoodie.clustering.plan.strategy.small.file.limit": "10485760",
     "hoodie.clustering.plan.strategy.single.group.clustering.enabled": "true",
     "hoodie.clustering.plan.strategy.sort.columns": "ts",
+    # No writer beside the table: every candidate (as with allow-update writers).
+    UPDATES_STRATEGY: UpdateStrategy.ALLOW.value,
 }
 #: ``hoodie.metadata.compact.max.delta.commits`` high enough that the metadata table does not compact after
 #: the savepoint (its restore branch), or low enough that it does (Hudi deletes it then).

@@ -1,6 +1,8 @@
 """The table writer, judged by hudi-rs: tables of every version, type and partitioning that we write read the
 same in hudi-rs and in our reader at every instant, deletes included; and by what was written (the expected
-live records are tracked independently of both readers)."""
+live records are tracked independently of both readers). Beside a pending clustering, a writer with the reject
+update strategy refuses a batch that updates or deletes its file groups before writing anything, and puts
+new records elsewhere; one with the allow strategy writes as before."""
 
 from __future__ import annotations
 
@@ -13,12 +15,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from hoodie import Table
-from hoodie.errors import FileAlreadyExists, SchemaMismatch
+from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
+from hoodie.clustering.update_strategy import UpdateStrategy
+from hoodie.errors import ClusteringUpdateRejected, FileAlreadyExists, SchemaMismatch
+from hoodie.lock import FileSystemLock
 from hoodie.log.block import BlockType, iter_blocks
+from hoodie.storage import Storage
 from hoodie.testing.generate import TRIPS_SCHEMA, GenerateSpec, TripGenerator, generate_table
 from hoodie.testing.table_writer import TableWriter, WriteConfig
 from support.compare import assert_same_rows
 from support.hudi_oracle import HudiOracle, OracleRows, Query
+from support.writer_tables import live_table
 
 KEYS = ["_hoodie_partition_path", "_hoodie_record_key"]
 
@@ -228,3 +235,77 @@ def test_bad_batches_are_refused_before_anything_is_written(tmp_path: Path) -> N
     with pytest.raises(SchemaMismatch, match="surprise"):
         writer.insert(extra)
     assert Table.open(str(tmp_path / "t")).read().num_rows == 0
+
+
+# -- the update strategy beside a pending clustering ---------------------------------------------------------
+
+
+def _files(root: Path) -> set[str]:
+    """Every file of the table but heartbeats (written and deleted as a write goes)."""
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and ".heartbeat" not in p.parts}
+
+
+@pytest.mark.parametrize(
+    ("table_type", "version"), [("COPY_ON_WRITE", 6), ("MERGE_ON_READ", 8), ("MERGE_ON_READ", 9)]
+)
+def test_a_reject_update_writer_refuses_a_batch_that_hits_a_pending_clustering(
+    tmp_path: Path, table_type: str, version: int
+) -> None:
+    live = live_table(
+        tmp_path / "t",
+        table_type=table_type,  # type: ignore[arg-type]
+        version=version,
+        strategy=UpdateStrategy.REJECT,
+        cold_groups=2,
+        hot_commits=1,
+    )
+    storage = Storage.for_uri(str(live.root))
+    lock = FileSystemLock(storage)
+    # A clustering of every group, as one planned without regard for the writer would be.
+    config = ClusteringConfig(update_strategy=UpdateStrategy.ALLOW)
+    scheduled = schedule_clustering(storage, lock, config=config, respect_trigger=False)
+    assert scheduled.instant is not None, scheduled.reason
+    T = scheduled.instant.time
+    files = _files(live.root)
+    instants = [str(i) for i in Table.open(str(live.root)).timeline]
+    expected = dict(live.expected)
+    victim = live.cold[1]
+    key = live.keys_of(victim)[0]
+    with pytest.raises(ClusteringUpdateRejected, match=f"{victim} \\(clustering {T}\\)") as e:
+        live.update([key])
+    assert e.value.clustering_instants == (T,)
+    assert e.value.file_groups == (victim,)
+    assert "nothing was written" in str(e.value)
+    # A delete of a record there is refused the same way.
+    with pytest.raises(ClusteringUpdateRejected, match=str(victim)):
+        live.writer.delete(pa.table({"uuid": [key]}))
+    # Nothing was written: no file, no marker, no instant.
+    assert _files(live.root) == files
+    assert [str(i) for i in Table.open(str(live.root)).timeline] == instants
+    live.expected = expected
+    live.assert_reads(tmp_path / "oracle", "after the refused batches")
+    # New records are no update: they go to small files outside the clustering, or to new file groups.
+    result = live.writer.upsert(live._record(live.gen.rows(live.gen.keys(5))))
+    planned = {(s.partition_path, s.file_id) for s in scheduled.plan.slices} if scheduled.plan else set()
+    assert planned
+    assert not {(s.partition_path or "", s.file_id) for s in result.metadata.write_stats} & planned
+    live.assert_reads(tmp_path / "oracle", "after the inserts")
+
+
+def test_an_allow_update_writer_writes_into_a_pending_clustering_as_before(tmp_path: Path) -> None:
+    live = live_table(
+        tmp_path / "t",
+        table_type="MERGE_ON_READ",
+        version=8,
+        strategy=UpdateStrategy.ALLOW,
+        cold_groups=2,
+        hot_commits=0,
+    )
+    storage = Storage.for_uri(str(live.root))
+    lock = FileSystemLock(storage)
+    config = ClusteringConfig(update_strategy=UpdateStrategy.ALLOW)
+    assert schedule_clustering(storage, lock, config=config, respect_trigger=False).instant is not None
+    victim = live.cold[0]
+    result = live.update(live.keys_of(victim)[:2])
+    assert {s.file_id for s in result.metadata.write_stats} == {victim.file_id}
+    live.assert_reads(tmp_path / "oracle", "allow-update writer")
