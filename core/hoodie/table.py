@@ -58,13 +58,16 @@ from hoodie.read.merge import (
 from hoodie.schema import avro_to_arrow_schema
 from hoodie.storage import FileInfo, Storage
 from hoodie.timeline.archived.load import load_archived_timeline
-from hoodie.timeline.instant import CLEAN, REPLACE_COMMIT, Instant, State, check_time
+from hoodie.timeline.instant import CLEAN, REPLACE_COMMIT, RESTORE, ROLLBACK, Instant, State, check_time
 from hoodie.timeline.metadata import (
     CommitMetadata,
     decode_clean_metadata,
     decode_commit_metadata,
     decode_compaction_plan,
     decode_requested_replace_metadata,
+    decode_restore_metadata,
+    decode_rollback_metadata,
+    decode_rollback_plan,
 )
 from hoodie.timeline.timeline import Timeline
 
@@ -682,11 +685,34 @@ class Table:
 
 
 def _with_history(storage: Storage, config: TableConfig, timeline: Timeline) -> Timeline:
-    """``timeline``, answering completion times of archived v8+ instants from the table's history (read only
-    if a question reaches back that far)."""
+    """``timeline``, answering completion times of archived v8+ instants from the table's history, and which
+    instants its rollbacks rolled back (each read only if a question reaches back that far)."""
+    timeline = timeline.with_rolled_back(lambda: rolled_back_times(storage, timeline))
     if config.timeline_layout_version < 2:
         return timeline
     return timeline.with_history(lambda: load_archived_timeline(storage, config).completion_times())
+
+
+def rolled_back_times(storage: Storage, timeline: Timeline) -> frozenset[str]:
+    """The instants the rollbacks and restores on ``timeline`` rolled back, or are rolling back (a pending
+    rollback's plan names its instant)."""
+    out: set[str] = set()
+    for instant in timeline:
+        if instant.action == ROLLBACK:
+            if instant.state is State.COMPLETED:
+                metadata = decode_rollback_metadata(
+                    storage.read(timeline.file_of(instant.time, State.COMPLETED))
+                )
+                out.update(metadata.commits_rollback)
+                out.update(i.commit_time for i in metadata.instants_rollback)
+            else:
+                plan = decode_rollback_plan(storage.read(timeline.file_of(instant.time, State.REQUESTED)))
+                if plan.instant_to_rollback is not None:
+                    out.add(plan.instant_to_rollback.commit_time)
+        elif instant.action == RESTORE and instant.state is State.COMPLETED:
+            restored = decode_restore_metadata(storage.read(timeline.file_of(instant.time, State.COMPLETED)))
+            out.update(restored.instants_to_rollback)
+    return frozenset(out)
 
 
 def _merge(base: pa.Table | None, steps: Sequence[MergeInput], rules: MergeRules) -> pa.Table:

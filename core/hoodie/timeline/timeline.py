@@ -54,6 +54,10 @@ class Timeline:
     #: Loads the completion times the archived history keeps (layout 2), on the first question about an
     #: instant older than the active timeline; ``None``: archived instants answer with their own time.
     history: Callable[[], Mapping[str, str]] | None = field(default=None, repr=False, compare=False)
+    #: Loads the times of the instants the rollbacks on this timeline rolled back (or are rolling back), on
+    #: the first question about an instant older than the write timeline's start: those never count as
+    #: committed there (see :meth:`is_committed`); ``None``: every such instant does.
+    rolled_back: Callable[[], frozenset[str]] | None = field(default=None, repr=False, compare=False)
 
     # -- loading -----------------------------------------------------------------------------------------
 
@@ -133,14 +137,30 @@ class Timeline:
 
     def is_committed(self, time: str, as_of: str | None = None) -> bool:
         """Whether a write at ``time`` counts as committed as of ``as_of``: it completed on the active
-        timeline, or it is older than the write timeline's start (archived)."""
+        timeline, or it is older than the write timeline's start (archived) and no rollback on this timeline
+        rolled it back.
+
+        The exception is ours, not Hudi's: a writer that was rolled back as failed while it was still alive
+        (its heartbeat went stale: a full disk, a long pause) goes on writing files of its instant after the
+        rollback. Once archival moves the write timeline's start past that instant, Hudi's rule would count
+        those files as committed, and a compaction or clustering would make their records part of the table
+        for good (found by the chaos campaign). A rollback says the instant never committed, so its files
+        are left out while the rollback is on the timeline (the LAZY clean deletes them meanwhile:
+        :func:`hoodie.write.failed_writes.sweep_rolled_back_files`)."""
         if as_of is not None and time > as_of:
             return False
         instant = self.get(time)
         if instant is not None:
             return instant.state is State.COMPLETED and instant.action in WRITE_ACTIONS
         start = self._write_start
-        return start is not None and time < start
+        if start is None or time >= start:
+            return False
+        return self.rolled_back is None or time not in self._rolled_back_times
+
+    @cached_property
+    def _rolled_back_times(self) -> frozenset[str]:
+        assert self.rolled_back is not None
+        return self.rolled_back()
 
     def completion_time_of(self, time: str) -> str:
         """When a committed write completed: its completion time (v8+), else its instant time (v6). An
@@ -161,6 +181,11 @@ class Timeline:
     def with_history(self, history: Callable[[], Mapping[str, str]]) -> Timeline:
         """This timeline, answering completion times of archived instants from ``history``."""
         return replace(self, history=history)
+
+    def with_rolled_back(self, rolled_back: Callable[[], frozenset[str]]) -> Timeline:
+        """This timeline, not counting the instants ``rolled_back`` names as committed
+        (:meth:`is_committed`)."""
+        return replace(self, rolled_back=rolled_back)
 
     def latest_completed_write(self) -> Instant | None:
         writes = self.completed_writes()
@@ -222,7 +247,9 @@ class Timeline:
         kept = tuple(i for i in self.instants if i.time <= as_of)
         files = {t: f for t, f in self.files.items() if t <= as_of}
         savepoint_files = {t: f for t, f in self.savepoint_files.items() if t <= as_of}
-        return Timeline(kept, self.layout_version, self.folder, files, savepoint_files, self.history)
+        return Timeline(
+            kept, self.layout_version, self.folder, files, savepoint_files, self.history, self.rolled_back
+        )
 
 
 def completed_action(action: str) -> str:

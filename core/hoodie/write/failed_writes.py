@@ -25,10 +25,11 @@ import logging
 import posixpath
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hoodie.errors import HoodieError
+from hoodie.file_group.fs_view import DataFile
 from hoodie.lock import LockProvider, held
 from hoodie.log.block import BlockType, iter_blocks
 from hoodie.log.log_file import LogFile
@@ -38,13 +39,14 @@ from hoodie.settings import int_setting
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.instant import COMMIT, DELTA_COMMIT, RESTORE, ROLLBACK, Instant, State
-from hoodie.timeline.instant_time import InstantTimeGenerator
+from hoodie.timeline.instant_time import InstantTimeGenerator, parse_instant_time
 from hoodie.timeline.metadata import (
     InstantInfo,
     RollbackMetadata,
     RollbackPartitionMetadata,
     RollbackPlan,
     RollbackRequest,
+    decode_rollback_metadata,
     decode_rollback_plan,
     encode_rollback_metadata,
     encode_rollback_plan,
@@ -158,10 +160,15 @@ class FailedWriteRollback:
 
 
 def _files_of_failed_write(
-    storage: Storage, table: Table, instant: Instant
+    storage: Storage,
+    table: Table,
+    W: str,
+    *,
+    listing: Sequence[DataFile] | None = None,
+    since_ns: int | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """(files to delete, v6 log files to void with a command block -> their partition)."""
-    W = instant.time
+    """(files to delete, v6 log files to void with a command block -> their partition) of the failed write at
+    ``W``; v6 log files count when written after ``since_ns`` (default: the write's requested time)."""
     version = table.config.table_version
     delete: set[str] = set()
     appended: set[str] = set()
@@ -171,10 +178,11 @@ def _files_of_failed_write(
             appended.add(marker.path)
         else:
             delete.add(marker.path)
-    requested_ns = None
-    with contextlib.suppress(KeyError, OSError, HoodieError):
-        requested_ns = storage.info(table.timeline.file_of(W, State.REQUESTED)).mtime_ns
-    for f in table.data_files():
+    requested_ns = since_ns
+    if requested_ns is None:
+        with contextlib.suppress(KeyError, OSError, HoodieError):
+            requested_ns = storage.info(table.timeline.file_of(W, State.REQUESTED)).mtime_ns
+    for f in table.data_files() if listing is None else listing:
         if f.base is not None:
             if f.base.instant_time == W:
                 delete.add(f.path)
@@ -206,9 +214,12 @@ def rollback_failed_write(
     instant: Instant,
     *,
     time_generator: InstantTimeGenerator | None = None,
+    heartbeat: HeartbeatConfig | None = None,
 ) -> FailedWriteRollback | None:
     """Roll back the failed pending write ``instant`` (see the module doc); ``None`` when it is no longer
-    pending (it completed, or another runner rolled it back)."""
+    pending (it completed, or another runner rolled it back) or, with ``heartbeat``, when its heartbeat is
+    fresh again when looked at under the lock (its writer was only late: rolling it back would leave it
+    writing files of an instant that is gone)."""
     generator = time_generator or InstantTimeGenerator()
     table = Table.load(storage)
     cfg = table.config
@@ -219,7 +230,7 @@ def rollback_failed_write(
         return None
     started = time.monotonic()
     pending = pending_rollback_of(storage, table.timeline, instant.time)
-    delete, void = _files_of_failed_write(storage, table, current)
+    delete, void = _files_of_failed_write(storage, table, current.time)
     if pending is not None:  # an earlier attempt's: finished, not duplicated
         rollback = pending[0] if pending[0].state is State.INFLIGHT else writer.start(pending[0])
     else:
@@ -239,6 +250,10 @@ def rollback_failed_write(
             fresh = Table.load(storage).timeline.get(instant.time)
             if fresh is None or fresh.state is State.COMPLETED:
                 return None
+            beat = last_heartbeat_ms(storage, instant.time)
+            if heartbeat is not None and beat and time.time() * 1000 - beat <= heartbeat.expiry_ms:
+                logger.info("write %s on %s beats again: not rolled back", instant.time, storage.uri)
+                return None
             rollback_time = generator.next(storage, cfg)
             requested = writer.request(
                 ROLLBACK, rollback_time, encode_rollback_plan(plan, table_version=version)
@@ -248,15 +263,7 @@ def rollback_failed_write(
     for path in delete:
         storage.delete(path)
         deleted.setdefault(posixpath.dirname(path), []).append(storage.full_path(path))
-    voided: dict[str, dict[str, int]] = {}
-    for path, partition in void.items():
-        log = LogFile.parse(posixpath.basename(path))
-        block = encode_rollback_command_block(instant_time=rollback.time, target_instant_time=instant.time)
-        written = write_log_file(
-            storage, partition, log.file_id, log.instant, [block], table_version=version, write_token="0-0-0"
-        )
-        for w in written:
-            voided.setdefault(partition, {})[storage.full_path(w.path)] = w.size_bytes
+    voided = _void(storage, version, void, rollback.time, instant.time)
     metadata = RollbackMetadata(
         start_rollback_time=rollback.time,
         time_taken_in_millis=int((time.monotonic() - started) * 1000),
@@ -292,6 +299,80 @@ def rollback_failed_write(
     )
 
 
+def _void(
+    storage: Storage, version: int, void: Mapping[str, str], rollback_time: str, target: str
+) -> dict[str, dict[str, int]]:
+    """Give each v6 log file in ``void`` (path -> partition) a rollback command block voiding ``target``'s
+    blocks; returns the new log files by partition (full path -> size)."""
+    voided: dict[str, dict[str, int]] = {}
+    for path, partition in void.items():
+        log = LogFile.parse(posixpath.basename(path))
+        block = encode_rollback_command_block(instant_time=rollback_time, target_instant_time=target)
+        written = write_log_file(
+            storage, partition, log.file_id, log.instant, [block], table_version=version, write_token="0-0-0"
+        )
+        for w in written:
+            voided.setdefault(partition, {})[storage.full_path(w.path)] = w.size_bytes
+    return voided
+
+
+#: How long after a failed write's rollback its files are looked for again (see
+#: :func:`sweep_rolled_back_files`): a writer rolled back while alive goes on until it tries to commit.
+SWEEP_WINDOW_SECONDS = 3600.0
+
+
+def sweep_rolled_back_files(storage: Storage, now: float | None = None) -> list[str]:
+    """Delete the files of failed writes that appeared after their rollback; returns them.
+
+    A writer whose heartbeat went stale while it was alive (a full disk or a failing store ate its beats, a
+    long pause) is rolled back as failed and goes on writing files of its instant until its commit finds
+    the instant gone. Hudi's readers count those files as committed once archival moves the timeline past
+    the instant (ours do not while the rollback is active: :meth:`hoodie.timeline.timeline.Timeline.
+    is_committed`), so they must go: each LAZY pass looks again for files of the writes that completed
+    rollbacks of the last :data:`SWEEP_WINDOW_SECONDS` removed, as their rollback would find them (v6 log
+    files holding other instants' blocks get a rollback command block of that rollback)."""
+    table = Table.load(storage)
+    zone_now = InstantTimeGenerator().now_in_zone(table.config).timestamp() if now is None else now
+    targets: dict[str, tuple[str, int | None]] = {}  # write -> (its rollback, when that started, ns)
+    for rollback in table.timeline.completed():
+        if rollback.action != ROLLBACK:
+            continue
+        with contextlib.suppress(HoodieError, ValueError):
+            if zone_now - parse_instant_time(rollback.time).timestamp() > SWEEP_WINDOW_SECONDS:
+                continue
+        metadata = decode_rollback_metadata(
+            storage.read(table.timeline.file_of(rollback.time, State.COMPLETED))
+        )
+        for info in metadata.instants_rollback:
+            if info.action in FAILED_WRITE_ACTIONS and table.timeline.get(info.commit_time) is None:
+                since = None
+                with contextlib.suppress(KeyError, OSError, HoodieError):
+                    since = storage.info(table.timeline.file_of(rollback.time, State.REQUESTED)).mtime_ns
+                targets[info.commit_time] = (rollback.time, since)
+    if not targets:
+        return []
+    listing = table.data_files()
+    swept: list[str] = []
+    for W, (rollback_time, since) in sorted(targets.items()):
+        delete, void = _files_of_failed_write(storage, table, W, listing=listing, since_ns=since)
+        for path in delete:
+            storage.delete(path)
+        _void(storage, table.config.table_version, void, rollback_time, W)
+        Markers(storage, W).delete_all()
+        if delete or void:
+            logger.warning(
+                "files of failed write %s appeared after its rollback %s on %s (its writer went on): "
+                "%d deleted, %d log file(s) voided",
+                W,
+                rollback_time,
+                storage.uri,
+                len(delete),
+                len(void),
+            )
+        swept.extend(delete)
+    return swept
+
+
 def rollback_failed_writes(
     storage: Storage,
     lock: LockProvider,
@@ -301,14 +382,17 @@ def rollback_failed_writes(
 ) -> list[FailedWriteRollback]:
     """Roll back every pending write whose heartbeat expired (the ``LAZY`` policy's step before a clean),
     after finishing the rollbacks of failed writes that stopped once their write was already gone
-    (:func:`finish_orphaned_rollbacks`)."""
+    (:func:`finish_orphaned_rollbacks`), then delete what failed writers wrote after their rollback
+    (:func:`sweep_rolled_back_files`)."""
     finish_orphaned_rollbacks(storage, lock)
     table = Table.load(storage)
     out = []
-    for instant in failed_writes(table, config or HeartbeatConfig(), now_ms):
-        done = rollback_failed_write(storage, lock, instant)
+    config = config or HeartbeatConfig()
+    for instant in failed_writes(table, config, now_ms):
+        done = rollback_failed_write(storage, lock, instant, heartbeat=config)
         if done is not None:
             out.append(done)
+    sweep_rolled_back_files(storage)
     return out
 
 
@@ -381,4 +465,5 @@ __all__ = [
     "last_heartbeat_ms",
     "rollback_failed_write",
     "rollback_failed_writes",
+    "sweep_rolled_back_files",
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -229,3 +230,36 @@ def test_a_rollback_stopped_after_its_write_was_removed_is_finished(
     metadata = decode_rollback_metadata(storage.read(table.timeline.file_of(rollback.time, State.COMPLETED)))
     assert metadata.commits_rollback == (W,)
     assert _files_of(root, W) == []
+
+
+@pytest.mark.parametrize(("version", "table_type"), [(6, "COPY_ON_WRITE"), (8, "MERGE_ON_READ")])
+def test_files_a_rolled_back_writer_wrote_after_its_rollback_are_swept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int, table_type: str
+) -> None:
+    """A writer rolled back while alive (its heartbeat went stale: a full disk, a long pause) goes on writing
+    files of its instant. Once archival passes the instant, Hudi's readers would count them as committed, so
+    ours leave them out while the rollback is on the timeline, and the next LAZY pass deletes them (the
+    chaos campaign found a clustering that had made such records part of the table)."""
+    root, storage, lock = _table(tmp_path, version, table_type)
+    W = _fail_a_write(root, monkeypatch)
+    aside = tmp_path / "zombie"
+    written = _files_of(root, W)
+    assert written
+    for path in written:  # what the writer will write again after its rollback
+        (aside / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / path, aside / path)
+    assert [d.rolled_back for d in rollback_failed_writes(storage, lock)] == [W]
+    TableWriter.open(str(root)).upsert(TripGenerator(77, 2).rows(TripGenerator(78, 2).keys(5)))
+    before = capture_reads(root)
+    for path in written:  # the writer goes on
+        shutil.copy2(aside / path, root / path)
+    table = Table.open(str(root))
+    # Once the write timeline starts after W (archived writes before it), Hudi's rule counts W's files as
+    # committed; the rollback on the timeline says they are not.
+    shifted = replace(table.timeline, instants=tuple(i for i in table.timeline.instants if i.time > W))
+    assert shifted.is_committed(W) is False
+    assert replace(shifted, rolled_back=None).is_committed(W) is True
+    assert rollback_failed_writes(storage, lock) == []
+    assert _files_of(root, W) == []  # swept
+    keys = key_columns(table, before.latest)
+    assert_same_rows(capture_reads(root).latest, before.latest, keys, context="hudi-rs after the sweep")

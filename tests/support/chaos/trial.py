@@ -216,6 +216,9 @@ class Trial:
             "hoodie.client.heartbeat.tolerable.misses": str(HEARTBEAT.tolerable_misses),
             "hoodie.keep.min.commits": "5",
             "hoodie.keep.max.commits": "8",
+            # The writer updates keys all over the table and does not refuse updates under clustering.
+            "hoodie.clustering.updates.strategy": "org.apache.hudi.client.clustering.update.strategy."
+            "SparkAllowUpdateStrategy",
         }
         table = {
             "path": self.store.uri,
@@ -381,6 +384,8 @@ class Trial:
             self._done.set()  # from here on, exits are ours
             watcher.join(5)
             self._stop_replicas()
+            with contextlib.suppress(Exception):  # evidence of what the last clean cleaned, if it fails
+                self.store.keep(self.work / "before-clean")
             self._final_clean(zookeeper)
             self._judge(verdict)
         except Exception as e:
