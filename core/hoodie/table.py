@@ -58,7 +58,17 @@ from hoodie.read.merge import (
 from hoodie.schema import avro_to_arrow_schema
 from hoodie.storage import FileInfo, Storage
 from hoodie.timeline.archived.load import load_archived_timeline
-from hoodie.timeline.instant import CLEAN, REPLACE_COMMIT, RESTORE, ROLLBACK, Instant, State, check_time
+from hoodie.timeline.instant import (
+    CLEAN,
+    COMMIT,
+    DELTA_COMMIT,
+    REPLACE_COMMIT,
+    RESTORE,
+    ROLLBACK,
+    Instant,
+    State,
+    check_time,
+)
 from hoodie.timeline.metadata import (
     CommitMetadata,
     decode_clean_metadata,
@@ -693,22 +703,29 @@ def _with_history(storage: Storage, config: TableConfig, timeline: Timeline) -> 
     return timeline.with_history(lambda: load_archived_timeline(storage, config).completion_times())
 
 
+#: The actions of writers' instants, as a rollback names them (a compaction's is ``compaction``).
+_WRITES = frozenset({COMMIT, DELTA_COMMIT})
+
+
 def rolled_back_times(storage: Storage, timeline: Timeline) -> frozenset[str]:
-    """The instants the rollbacks and restores on ``timeline`` rolled back, or are rolling back (a pending
-    rollback's plan names its instant)."""
+    """The writes (commits and deltacommits) the rollbacks and restores on ``timeline`` rolled back, or are
+    rolling back (a pending rollback's plan names its instant): removed for good, never to complete. A
+    table service's rollback is left out: its instant goes back to requested and completes later."""
     out: set[str] = set()
     for instant in timeline:
         if instant.action == ROLLBACK:
             if instant.state is State.COMPLETED:
-                metadata = decode_rollback_metadata(
-                    storage.read(timeline.file_of(instant.time, State.COMPLETED))
+                done = storage.read(timeline.file_of(instant.time, State.COMPLETED))
+                out.update(
+                    i.commit_time
+                    for i in decode_rollback_metadata(done).instants_rollback
+                    if i.action in _WRITES
                 )
-                out.update(metadata.commits_rollback)
-                out.update(i.commit_time for i in metadata.instants_rollback)
             else:
                 plan = decode_rollback_plan(storage.read(timeline.file_of(instant.time, State.REQUESTED)))
-                if plan.instant_to_rollback is not None:
-                    out.add(plan.instant_to_rollback.commit_time)
+                target = plan.instant_to_rollback
+                if target is not None and target.action in _WRITES:
+                    out.add(target.commit_time)
         elif instant.action == RESTORE and instant.state is State.COMPLETED:
             restored = decode_restore_metadata(storage.read(timeline.file_of(instant.time, State.COMPLETED)))
             out.update(restored.instants_to_rollback)

@@ -9,10 +9,14 @@ import pytest
 
 from hoodie import Table
 from hoodie.compaction.execute import prepare_compaction, run_compaction_task
+from hoodie.compaction.service import COMPACTION
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
+from hoodie.table import rolled_back_times
+from hoodie.table_service import run_in_process
 from hoodie.timeline import writer as timeline_writer
 from hoodie.timeline.instant import ROLLBACK, Instant, State
+from hoodie.timeline.timeline import Timeline
 from hoodie.write.rollback import rollback_unfinished
 from support.daemon_tables import mor_table
 
@@ -48,3 +52,26 @@ def test_a_rollback_that_stopped_is_finished_not_duplicated(
     assert now is not None
     assert now.state is State.REQUESTED
     assert not (t.root / written).exists()
+
+
+def test_a_service_instant_rolled_back_then_completed_stays_committed_once_archived(tmp_path: Path) -> None:
+    """A compaction's abandoned attempt is rolled back to requested and the compaction completes later: when
+    archival moves the timeline past it, its files are still committed (only a write rolled back for good is
+    not: Timeline.is_committed)."""
+    t = mor_table(tmp_path / "t", 8, seed=42)
+    storage = Storage.for_uri(str(t.root))
+    lock = FileSystemLock(storage)
+    target = t.pending[1]
+    prepared = prepare_compaction(storage, lock, target.time)
+    groups = [(op.partition_path, op.file_id) for op in prepared.plan.operations]
+    rollback_unfinished(storage, lock, prepared.instant, groups)
+    run_in_process(COMPACTION.prepare(storage, lock, target.time, {}))
+    table = Table.open(str(t.root))
+    assert table.timeline.is_committed(target.time)
+    names = [f.name for f in storage.list(table.config.timeline_path) if not f.is_dir]
+    later = [n for n in names if n[:17] > target.time]  # as if archival had moved the rest
+    archived = Timeline.from_file_names(
+        later, layout_version=table.config.timeline_layout_version, folder=table.config.timeline_path
+    ).with_rolled_back(lambda: rolled_back_times(storage, table.timeline))
+    assert archived.get(target.time) is None
+    assert archived.is_committed(target.time)
