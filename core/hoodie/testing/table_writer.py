@@ -13,9 +13,10 @@ atomic commit, following what Hudi's Java client does with the bloom index:
 3. Tagging (``upsert`` and ``delete``): in each partition, the base file of every live file group is a
    candidate for the batch's keys when the key lies in its footer's ``[hoodie_min_record_key,
    hoodie_max_record_key]`` and its bloom filter may contain it; the candidates' record keys are then read to
-   confirm. Confirmed keys are updates of every file group holding them (and, for deletes, the records to
-   delete); the rest are inserts. ``insert`` and ``bulk_insert`` look nothing up: every row is new, so a key
-   the table holds already is stored again (tables that repeat a key come from these two).
+   confirm; the keys of the group's committed log data blocks count too. Confirmed keys are updates of every
+   file group holding them (and, for deletes, the records to delete); the rest are inserts. ``insert`` and
+   ``bulk_insert`` look nothing up: every row is new, so a key the table holds already is stored again
+   (tables that repeat a key come from these two).
    With the reject update strategy (``WriteConfig.update_strategy``, Hudi's
    ``hoodie.clustering.updates.strategy`` and its default ``SparkRejectUpdateStrategy``), a batch whose
    updates or deletes hit a file group under pending clustering fails here, before anything is written, with
@@ -73,7 +74,7 @@ from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroupId, FileSlice
 from hoodie.keygen import partition_paths, record_keys
 from hoodie.lock import LockProvider, lock_for_table
-from hoodie.log.block import HeaderKey
+from hoodie.log.block import BlockType, HeaderKey, decode_data_block, iter_blocks
 from hoodie.log.log_file import LogFile
 from hoodie.log.writer import (
     encode_avro_data_block,
@@ -146,6 +147,8 @@ class _Group:
     has_logs: bool
     log_base_instant: str  # the slice new v6 log files name: the newest one, or a pending compaction's
     busy: bool = False  # in a pending compaction or clustering: no small-file rewrite of its base file
+    #: The log files from its newest base file on (their records belong to the group too).
+    log_paths: tuple[str, ...] = ()
 
     @property
     def base_path(self) -> str | None:
@@ -538,8 +541,14 @@ class _CommitJob:
                 s.log_files for s in ordered if base is None or s.base_instant >= base.base_instant
             )
             log_base = max(ordered[-1].base_instant, pending.get(gid, ""))
+            logs = tuple(
+                p
+                for s in ordered
+                if base is None or s.base_instant >= base.base_instant
+                for p in s.log_file_paths
+            )
             out.setdefault(gid.partition_path, []).append(
-                _Group(gid.file_id, ordered[-1], base, has_logs, log_base, gid in busy)
+                _Group(gid.file_id, ordered[-1], base, has_logs, log_base, gid in busy, logs)
             )
         return out
 
@@ -552,6 +561,11 @@ class _CommitJob:
         if not len(keys):
             return hits
         for g in groups:
+            in_logs = self._logged_keys(g)
+            if len(in_logs):
+                logged = np.flatnonzero(pc.is_in(keys, value_set=in_logs).to_numpy(zero_copy_only=False))
+                if len(logged):
+                    hits[g.file_id] = logged
             if g.base_path is None:
                 continue
             with self.storage.open_input_file(g.base_path) as f:
@@ -575,8 +589,26 @@ class _CommitJob:
             idx = np.flatnonzero(candidate)
             hit = pc.is_in(keys.take(pa.array(idx)), value_set=file_keys).to_numpy(zero_copy_only=False)
             if hit.any():
-                hits[g.file_id] = idx[hit]
+                hits[g.file_id] = np.union1d(hits.get(g.file_id, np.array([], dtype=np.int64)), idx[hit])
         return hits
+
+    def _logged_keys(self, g: _Group) -> pa.Array:
+        """The keys of the committed data blocks in the group's log files. A record can live in a log file
+        alone: an update tagged to a base file that a pending compaction then rewrote without the key (it had
+        been deleted there) survives only in the log; tagging by base files alone would take a later delete
+        of it for a key the table lacks and drop it (found by the chaos campaign)."""
+        keys: list[str] = []
+        timeline = self.table.timeline
+        for path in g.log_paths:
+            for block in iter_blocks(self.storage.read(path)):
+                data = block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA)
+                if data and block.instant_time and timeline.is_committed(block.instant_time):
+                    rows = decode_data_block(block)
+                    if RECORD_KEY in rows.column_names and rows.column(RECORD_KEY).null_count == 0:
+                        keys.extend(rows.column(RECORD_KEY).to_pylist())
+                    else:
+                        keys.extend(record_keys(rows, self.cfg.record_key_fields).to_pylist())
+        return pa.array(keys, pa.string())
 
     def _file_keys(self, path: str) -> pa.Array:
         cfg = self.cfg

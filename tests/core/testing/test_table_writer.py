@@ -17,6 +17,8 @@ import pytest
 from hoodie import Table
 from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
 from hoodie.clustering.update_strategy import UpdateStrategy
+from hoodie.compaction.execute import compact_in_process
+from hoodie.compaction.plan import schedule_compaction
 from hoodie.errors import ClusteringUpdateRejected, FileAlreadyExists, SchemaMismatch
 from hoodie.lock import FileSystemLock
 from hoodie.log.block import BlockType, iter_blocks
@@ -309,3 +311,35 @@ def test_an_allow_update_writer_writes_into_a_pending_clustering_as_before(tmp_p
     result = live.update(live.keys_of(victim)[:2])
     assert {s.file_id for s in result.metadata.write_stats} == {victim.file_id}
     live.assert_reads(tmp_path / "oracle", "allow-update writer")
+
+
+def test_a_record_living_only_in_a_log_file_is_found_by_a_later_delete(tmp_path: Path) -> None:
+    """A key deleted by a log block and updated while a compaction of its group was pending lives on in the
+    new slice's log alone (the compaction rewrote the base without it). Tagging by base files alone took the
+    next delete for a key the table lacked and dropped it (found by the chaos campaign)."""
+    schema = pa.schema([("key", pa.string()), ("part", pa.string()), ("value", pa.int64())])
+    root = tmp_path / "t"
+    writer = TableWriter.create(
+        str(root),
+        name="t",
+        table_type="MERGE_ON_READ",
+        table_version=8,
+        schema=schema,
+        record_key_fields=["key"],
+        partition_fields=["part"],
+    )
+
+    def rows(keys: list[str], value: int) -> pa.Table:
+        return pa.table({"key": keys, "part": ["p"] * len(keys), "value": [value] * len(keys)}, schema=schema)
+
+    writer.upsert(rows(["a", "b", "c"], 1))
+    writer.delete(rows(["b"], 0).select(["key", "part"]))
+    storage = Storage.for_uri(str(root))
+    lock = FileSystemLock(storage)
+    scheduled = schedule_compaction(storage, lock)
+    assert scheduled.instant is not None
+    writer.upsert(rows(["b"], 2))  # tagged to the base file that still holds "b"
+    compact_in_process(storage, lock)  # the new base file lacks "b": it lives in the log alone
+    assert sorted(Table.open(str(root)).read(columns=["key"]).column("key").to_pylist()) == ["a", "b", "c"]
+    writer.delete(rows(["b"], 0).select(["key", "part"]))
+    assert sorted(Table.open(str(root)).read(columns=["key"]).column("key").to_pylist()) == ["a", "c"]

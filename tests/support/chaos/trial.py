@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from hoodie import Table
-from hoodie.clean.plan import CleanConfig, CleanPolicy, FailedWritesPolicy, schedule_clean
+from hoodie.clean.plan import CleanConfig, CleanPolicy, FailedWritesPolicy, pending_cleans, schedule_clean
 from hoodie.clean.service import CLEAN
 from hoodie.indexing.execute import schedule_indexing
 from hoodie.storage import Storage
@@ -505,6 +505,8 @@ class Trial:
         storage = Storage.for_uri(self.store.uri, self.store.storage_options)
         lock = zookeeper.table_lock(self.lock_path, acquire_timeout=60.0)
         rollback_failed_writes(storage, lock, HEARTBEAT)
+        for pending in pending_cleans(Table.load(storage)):  # scheduled by a replica as it stopped
+            run_in_process(CLEAN.prepare(storage, lock, pending.time, {}))
         config = CleanConfig(
             policy=CleanPolicy.KEEP_LATEST_FILE_VERSIONS,
             file_versions_retained=1,
