@@ -59,7 +59,17 @@ from hoodie.metadata.records import (
 )
 from hoodie.schema import compile_avro_schema
 from hoodie.storage import Storage
-from hoodie.timeline.instant import CLEAN, COMMIT, COMPACTION, DELTA_COMMIT, Instant, State
+from hoodie.timeline.instant import (
+    CLEAN,
+    CLUSTERING,
+    COMMIT,
+    COMPACTION,
+    DELTA_COMMIT,
+    INDEXING,
+    REPLACE_COMMIT,
+    Instant,
+    State,
+)
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import (
     CleanerPlan,
@@ -527,13 +537,33 @@ def deltacommits_since_compaction(timeline: Timeline) -> int:
     return count
 
 
+#: Pending data-table actions whose metadata records, written late under an older time, a metadata-table
+#: compaction in between would let override newer ones (:func:`compaction_blocker`).
+_LATE_WRITERS = frozenset({COMMIT, DELTA_COMMIT, REPLACE_COMMIT, CLUSTERING})
+
+
 def compaction_blocker(mdt: MetadataTable) -> str | None:
-    """Why the metadata table must not be compacted now, or None. A data-table write still pending whose
-    metadata deltacommit exists would have its records left behind in the old slice (they do not count
-    yet), and lost from every reader's view once it completes."""
+    """Why the metadata table must not be compacted now, or None.
+
+    - A data-table write still pending whose metadata deltacommit exists would have its records left behind
+      in the old slice (they do not count yet), and lost from every reader's view once it completes.
+    - A pending indexing, or a pending write (commit, deltacommit, replacecommit, clustering) older than the
+      latest metadata deltacommit, will write its deltacommit later under its older time. Readers merge
+      records by instant time but slice by completion time: after a compaction that deltacommit lands on
+      top of the new base file, whose records already took in the newer deltacommits, and would undo what
+      they did (the chaos campaign found a record index holding deleted keys: an indexing's built records
+      arrived after a compaction had applied the deletes). Hudi does not compact its metadata table while a
+      data-table instant older than its latest deltacommit is pending either."""
+    latest = max((i.time for i in mdt.timeline.completed() if i.action == DELTA_COMMIT), default="")
     for instant in mdt.data_timeline.pending():
         if mdt.timeline.get(instant.time) is not None:
             return f"data-table instant {instant} is pending and already wrote to the metadata table"
+        if instant.action == INDEXING:
+            return f"data-table indexing {instant.time} is pending: its records come later"
+        if instant.action in _LATE_WRITERS and instant.time < latest:
+            return (
+                f"data-table {instant.action} {instant.time} is pending and older than deltacommit {latest}"
+            )
     for instant in mdt.timeline.pending():
         return f"metadata-table instant {instant} is pending"
     return None
