@@ -40,6 +40,7 @@ from hoodie.clean.execute import clean_in_process
 from hoodie.clean.plan import CleanConfig, schedule_clean
 from hoodie.clustering.execute import cluster_in_process
 from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
+from hoodie.clustering.update_strategy import UpdateStrategy
 from hoodie.compaction.execute import compact_in_process
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.strategy import CompactionConfig, Strategy
@@ -53,7 +54,7 @@ if service == "compaction":
     schedule_compaction(storage, lock, config=CompactionConfig(strategy=Strategy.UNBOUNDED))
     compact_in_process(storage, lock)
 elif service == "clustering":
-    config = ClusteringConfig(sort_columns=("rider",))
+    config = ClusteringConfig(sort_columns=("rider",), update_strategy=UpdateStrategy.ALLOW)
     schedule_clustering(storage, lock, config=config, respect_trigger=False)
     cluster_in_process(storage, lock)
 else:
