@@ -492,7 +492,7 @@ def commit_log_compaction(
         record_index=False,  # records stay in their file group
         fence=fence,
         time_generator=time_generator,
-        metadata_update=lambda cfg: update_for_write(storage, cfg, T, stats),
+        metadata_update=lambda cfg: update_for_write(storage, cfg, T, stats, index_log_records=False),
     )
     assert done is not None  # no conflict check: a log compaction conflicts with no write
     result = LogCompactionResult(

@@ -172,6 +172,7 @@ def update_for_write(
     stats: Sequence[WriteStat],
     *,
     deleted_keys: Sequence[str] = (),
+    index_log_records: bool = True,
 ) -> MetadataUpdate:
     """The metadata update of a write (insert, upsert, delete) that wrote ``stats``: its base files as a
     rewrite's (statistics, bloom filters, every key of each base file in the record index), its log files in
@@ -181,7 +182,9 @@ def update_for_write(
     The keys of the records the write appended to log files go into the record index at their file group
     too. Mostly that restates where they are; but a key a delete block removed (and the index with it) is
     still in its base file, so a writer that tags by base files updates it there: without this entry the
-    index would miss a live record (found by the chaos campaign)."""
+    index would miss a live record (found by the chaos campaign). A log compaction (``index_log_records``
+    false) restates records that are already indexed: entries under its later instant time would put back a
+    key a write deleted meanwhile (its blocks were planned before the delete)."""
     bases = [s for s in stats if s.path and not _is_log(s.path)]
     update = update_for_rewrite(storage, config, instant_time, bases, record_index=True)
     records = {p: list(r) for p, r in update.records.items()}
@@ -191,7 +194,7 @@ def update_for_write(
         if stat.path and _is_log(stat.path):
             partition = stat.partition_path or ""
             added.setdefault(partition, {})[_base_file_name(stat.path)] = storage.size(stat.path)
-            if indexed:
+            if indexed and index_log_records:
                 keys = _logged_keys(storage, config, stat.path, instant_time)
                 file_id = stat.file_id or _base_file_name(stat.path).removeprefix(".").split("_")[0]
                 records.setdefault(MetadataPartition.RECORD_INDEX, []).extend(

@@ -34,6 +34,7 @@ from hoodie.compaction.plan import schedule_compaction
 from hoodie.config import RecordMergeMode
 from hoodie.errors import CommitConflict
 from hoodie.failpoints import ENV as FAILPOINTS
+from hoodie.indexing.execute import run_indexing, schedule_indexing
 from hoodie.lock import FileSystemLock
 from hoodie.log.block import BlockType, HeaderKey, decode_data_block, iter_blocks
 from hoodie.log.log_file import LogFile
@@ -46,11 +47,13 @@ from hoodie.logcompaction.execute import (
     run_log_compaction_task,
 )
 from hoodie.logcompaction.plan import count_valid_blocks, schedule_log_compaction
+from hoodie.logcompaction.service import LOG_COMPACTION as LOG_COMPACTION_SERVICE
 from hoodie.logcompaction.trigger import LogCompactionConfig
 from hoodie.storage import Storage
+from hoodie.table_service import run_in_process
 from hoodie.testing.generate import TRIPS_SCHEMA, TripGenerator
 from hoodie.testing.table_writer import TableWriter
-from hoodie.timeline.instant import DELTA_COMMIT, LOG_COMPACTION, ROLLBACK, State
+from hoodie.timeline.instant import DELTA_COMMIT, LOG_COMPACTION, ROLLBACK, Instant, State
 from hoodie.timeline.metadata import (
     CommitMetadata,
     CompactionPlan,
@@ -574,3 +577,44 @@ def test_a_kill_after_the_metadata_commit_is_rolled_back_there_too(
     mdt = check_metadata_table(root, f"{fixture} after the re-run")
     assert mdt is not None
     assert mdt.timeline.is_completed(T)
+
+
+def test_a_log_compaction_does_not_put_a_deleted_key_back_in_the_record_index(tmp_path: Path) -> None:
+    """A log compaction restates records already indexed: indexing them again under its instant, later than a
+    write that deleted one of them after the log compaction was planned, put the deleted key back in the
+    record index (found by the chaos campaign)."""
+    schema = pa.schema([("key", pa.string()), ("part", pa.string()), ("value", pa.int64())])
+    root = tmp_path / "t"
+    writer = TableWriter.create(
+        str(root),
+        name="t",
+        table_type="MERGE_ON_READ",
+        table_version=8,
+        schema=schema,
+        record_key_fields=["key"],
+        partition_fields=["part"],
+    )
+
+    def rows(keys: list[str], value: int) -> pa.Table:
+        return pa.table({"key": keys, "part": ["p"] * len(keys), "value": [value] * len(keys)}, schema=schema)
+
+    writer.upsert(rows(["a", "b", "c"], 0))
+    storage = Storage.for_uri(str(root))
+    lock = FileSystemLock(storage)
+    schedule_indexing(storage, lock, ["record_index"])
+    run_indexing(storage, lock)
+    for value in (1, 2):
+        writer.upsert(rows(["a", "b"], value))
+    planned: list[Instant] = []
+
+    def plan_now(_: str) -> None:  # the delete is requested, then the log compaction planned: it is newer
+        scheduled = schedule_log_compaction(storage, lock, config=LogCompactionConfig(blocks_threshold=2))
+        assert scheduled.instant is not None
+        planned.append(scheduled.instant)
+
+    writer.on_requested = plan_now
+    writer.delete(rows(["b"], 0).select(["key", "part"]))  # pending at the plan: not in the log compaction
+    writer.on_requested = None
+    run_in_process(LOG_COMPACTION_SERVICE.prepare(storage, lock, planned[0].time, {}))
+    assert sorted(Table.open(str(root)).read(columns=["key"]).column("key").to_pylist()) == ["a", "c"]
+    check_metadata_table(root, "after the log compaction")

@@ -25,6 +25,7 @@ from typing import Protocol
 from hoodie import Table
 from hoodie.clean.plan import CleanConfig, CleanPolicy, FailedWritesPolicy, pending_cleans, schedule_clean
 from hoodie.clean.service import CLEAN
+from hoodie.failpoints import ENV as FAILPOINTS_ENV
 from hoodie.indexing.execute import schedule_indexing
 from hoodie.storage import Storage
 from hoodie.table_service import run_in_process
@@ -46,6 +47,13 @@ CHECKOUT = Path(__file__).resolve().parents[3]
 SESSION_TIMEOUT = 6.0
 TABLE_NAME = "chaos"
 REPLICAS = ("r1", "r2", "r3")
+#: One replica commits slowly: it holds the table lock two seconds inside every commit of a rewriting service
+#: (and before a clean's), so that kills and ZooKeeper partitions often land in the middle of a commit.
+SLOW_COMMITTER = "r1"
+SLOW_COMMITS = ",".join(
+    [f"{s}.during_commit=sleep:2" for s in ("compaction", "logcompaction", "clustering")]
+    + ["clean.before_commit=sleep:1"]
+)
 
 
 @dataclass(frozen=True)
@@ -256,12 +264,15 @@ class Trial:
         port = free_port()
         config = self._config(name, port)
         log = self.work / f"{name}.log"
+        env = self._env()
+        if name == SLOW_COMMITTER:
+            env[FAILPOINTS_ENV] = SLOW_COMMITS
         with log.open("ab") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "hoodied.cli", "run", "--config", str(config)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=self._env(),
+                env=env,
                 start_new_session=True,
             )
         with self._guard:
