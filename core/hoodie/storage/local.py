@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import re
 import uuid
 from collections.abc import Iterator
 
@@ -19,6 +20,18 @@ import pyarrow.fs as pafs
 
 from hoodie.errors import FileAlreadyExists, StorageError
 from hoodie.storage.arrow_fs import ArrowFsBackend
+
+#: The temporary name a file is written under before it is linked into place:
+#: ``.<name>.<writer's pid>.<32 hex digits>.tmp`` in the same folder.
+_PARTIAL = re.compile(r"^\.(?P<target>.+)\.\d+\.[0-9a-f]{32}\.tmp$")
+
+
+def partial_write_target(name: str) -> str | None:
+    """The name of the file a leftover temporary file was being written as (its writer was killed before
+    the file was linked into place), or ``None`` when ``name`` is not one. Readers never see such a file;
+    whoever rolls back its writer's instant deletes it with the instant's files."""
+    m = _PARTIAL.match(name)
+    return m.group("target") if m else None
 
 
 class LocalBackend(ArrowFsBackend):
@@ -93,4 +106,4 @@ class LocalBackend(ArrowFsBackend):
             raise StorageError(f"cannot delete {key}: {e}") from e
 
 
-__all__ = ["LocalBackend"]
+__all__ = ["LocalBackend", "partial_write_target"]

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hoodie.errors import HoodieError
+from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.fs_view import DataFile
 from hoodie.lock import LockProvider, held
 from hoodie.log.block import BlockType, iter_blocks
@@ -37,6 +38,7 @@ from hoodie.log.writer import encode_rollback_command_block, write_log_file
 from hoodie.metadata.writer import forget_metadata_instant
 from hoodie.settings import int_setting
 from hoodie.storage import Storage
+from hoodie.storage.local import partial_write_target
 from hoodie.table import Table
 from hoodie.timeline.instant import COMMIT, DELTA_COMMIT, RESTORE, ROLLBACK, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator, parse_instant_time
@@ -182,7 +184,8 @@ def _files_of_failed_write(
     if requested_ns is None:
         with contextlib.suppress(KeyError, OSError, HoodieError):
             requested_ns = storage.info(table.timeline.file_of(W, State.REQUESTED)).mtime_ns
-    for f in table.data_files() if listing is None else listing:
+    files = table.data_files() if listing is None else listing
+    for f in files:
         if f.base is not None:
             if f.base.instant_time == W:
                 delete.add(f.path)
@@ -192,6 +195,18 @@ def _files_of_failed_write(
                     delete.add(f.path)
             elif requested_ns is not None and (f.mtime_ns or 0) >= requested_ns - 2_000_000_000:
                 appended.add(f.path)  # written after the write began: it may hold the write's blocks
+    partitions = {f.partition_path for f in files}
+    partitions |= {posixpath.dirname(p) for p in delete | appended}
+    for partition in sorted(partitions):  # files a killed writer left unlinked (local storage)
+        for info in storage.list(partition):
+            target = None if info.is_dir else partial_write_target(info.name)
+            if target is None:
+                continue
+            base, log = BaseFile.try_parse(target), LogFile.try_parse(target)
+            if (base is not None and base.instant_time == W) or (log is not None and log.instant == W):
+                delete.add(info.path)
+            elif log is not None and version < 8:
+                appended.add(info.path)
     void: dict[str, str] = {}
     for path in sorted(appended):
         if not storage.exists(path):

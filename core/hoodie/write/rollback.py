@@ -35,6 +35,7 @@ from hoodie.log.block import BlockType, iter_blocks
 from hoodie.log.log_file import LogFile
 from hoodie.metadata.writer import forget_metadata_instant
 from hoodie.storage import Storage
+from hoodie.storage.local import partial_write_target
 from hoodie.table import Table
 from hoodie.timeline.instant import ROLLBACK, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
@@ -87,14 +88,15 @@ def files_written_by(
             if info.is_dir:
                 continue
             path = f"{partition}/{info.name}" if partition else info.name
-            base = BaseFile.try_parse(info.name)
+            name = partial_write_target(info.name) or info.name  # a killed writer's unlinked file too
+            base = BaseFile.try_parse(name)
             if (
                 base is not None
                 and base.instant_time == instant_time
                 and (None in ids or base.file_id in ids)
             ):
                 found.add(path)
-            log = LogFile.try_parse(info.name)
+            log = LogFile.try_parse(name)
             if log is not None and log.instant == instant_time and (None in ids or log.file_id in ids):
                 logs.add(path)
     found.update(p for p in logs if storage.exists(p) and _only_blocks_of(storage, p, instant_time))

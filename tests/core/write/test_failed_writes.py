@@ -263,3 +263,16 @@ def test_files_a_rolled_back_writer_wrote_after_its_rollback_are_swept(
     assert _files_of(root, W) == []  # swept
     keys = key_columns(table, before.latest)
     assert_same_rows(capture_reads(root).latest, before.latest, keys, context="hudi-rs after the sweep")
+
+
+def test_a_file_a_killed_writer_left_unlinked_is_rolled_back_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, storage, lock = _table(tmp_path, 9, "COPY_ON_WRITE")
+    W = _fail_a_write(root, monkeypatch)
+    [written, *_] = [p for p in _files_of(root, W) if p.endswith(".parquet")]
+    partial = root / Path(written).parent / f".{Path(written).name}.4242.{'cd' * 16}.tmp"
+    partial.write_bytes(b"PAR1")
+    [done] = rollback_failed_writes(storage, lock)
+    assert str(partial.relative_to(root)) in done.deleted
+    assert not partial.exists()

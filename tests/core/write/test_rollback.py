@@ -75,3 +75,20 @@ def test_a_service_instant_rolled_back_then_completed_stays_committed_once_archi
     ).with_rolled_back(lambda: rolled_back_times(storage, table.timeline))
     assert archived.get(target.time) is None
     assert archived.is_committed(target.time)
+
+
+def test_a_file_a_killed_task_left_unlinked_is_rolled_back_too(tmp_path: Path) -> None:
+    """Local files are written under a temporary name and linked into place; a task killed in between leaves
+    the temporary file (found by the chaos campaign after a clean). The rollback of its instant deletes it."""
+    t = mor_table(tmp_path / "t", 8, seed=43)
+    storage = Storage.for_uri(str(t.root))
+    lock = FileSystemLock(storage)
+    prepared = prepare_compaction(storage, lock, t.pending[1].time)
+    written = run_compaction_task(prepared.tasks[0], "0-0-0").stat.path
+    assert written is not None
+    partial = t.root / Path(written).parent / f".{Path(written).name}.12345.{'ab' * 16}.tmp"
+    partial.write_bytes((t.root / written).read_bytes()[:100])
+    groups = [(op.partition_path, op.file_id) for op in prepared.plan.operations]
+    done = rollback_unfinished(storage, lock, prepared.instant, groups)
+    assert str(partial.relative_to(t.root)) in done.deleted
+    assert not partial.exists()
