@@ -14,13 +14,23 @@ deleting one deletes every key below it.
 An S3-compatible store that ignores ``If-None-Match`` (some older ones) would make create-if-absent a plain
 overwrite: give the storage option ``conditional_put=false`` and hoodied then writes timeline files only under
 the table lock, checking first, as for a file system without create-if-absent.
+
+**Faults.** Retries follow one :class:`~hoodie.storage.retry.RetryPolicy`: ``obstore`` applies it to reads,
+plain writes and streams; :func:`~hoodie.storage.retry.resend` to conditional writes, listings and deletes,
+on a store that does not retry by itself (why: :mod:`hoodie.storage.retry`). A conditional write can land and
+still look failed: its response is lost, and sent again its condition fails on our own object. So every
+conditional write carries a token of its own in the object's user metadata (:data:`WRITE_TOKEN`); when its
+condition fails, or it still fails after every retry, the object is read back, and it is our write when it
+carries our token. Then the outcome is known in every case but one: the store cannot be read either, and
+:class:`~hoodie.errors.WriteOutcomeUnknown` says so.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Mapping
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import obstore
@@ -28,27 +38,49 @@ import pyarrow as pa
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 from obstore.store import AzureStore, GCSStore, S3Store
 
-from hoodie.errors import FileAlreadyExists, StorageError, VersionConflict
+from hoodie.errors import FileAlreadyExists, StorageError, VersionConflict, WriteOutcomeUnknown
 from hoodie.storage.backend import KeyInfo, RequestCounter, format_options
+from hoodie.storage.retry import RetryPolicy, resend
 
 #: Parts of a streamed upload (a multipart upload on S3): 16 MiB.
 UPLOAD_CHUNK_BYTES = 16 * 1024 * 1024
+#: The user metadata key of a conditional write's token (S3 ``x-amz-meta-hoodiewrite``, Azure
+#: ``x-ms-meta-hoodiewrite``, GCS ``x-goog-meta-hoodiewrite``): letters only, as every store (and every proxy
+#: in front of one) accepts in a header name.
+WRITE_TOKEN = "hoodiewrite"
 
-_STORES: dict[tuple[str, str, tuple[tuple[str, str], ...]], Any] = {}
+_STORES: dict[tuple[object, ...], Any] = {}
 _STORES_LOCK = threading.Lock()
 
 
-def open_store(scheme: str, bucket: str, config: Mapping[str, str], client: Mapping[str, str]) -> Any:
+def open_store(
+    scheme: str,
+    bucket: str,
+    config: Mapping[str, str],
+    client: Mapping[str, str],
+    retry: RetryPolicy | None = None,
+    *,
+    retrying: bool = True,
+) -> Any:
     """The store of one bucket with one configuration, shared by every storage of this process (one
-    connection pool per bucket). Raises StorageError for an option the store does not know."""
-    key = (scheme, bucket, tuple(sorted({**config, **{f"client.{k}": v for k, v in client.items()}}.items())))
+    connection pool per bucket). ``retry`` is its :class:`RetryPolicy`; ``retrying=False`` opens the twin
+    that sends each request once (for :func:`~hoodie.storage.retry.resend`). Raises StorageError for an option
+    the store does not know."""
+    policy = retry or RetryPolicy()
+    options = tuple(sorted({**config, **{f"client.{k}": v for k, v in client.items()}}.items()))
+    key = (scheme, bucket, options, policy.key(), retrying)
     with _STORES_LOCK:
         store = _STORES.get(key)
         if store is not None:
             return store
         kind: type[Any] = {"s3": S3Store, "gs": GCSStore, "az": AzureStore}[scheme]
         try:
-            store = kind(bucket, config=dict(config) or None, client_options=dict(client) or None)
+            store = kind(
+                bucket,
+                config=dict(config) or None,
+                client_options=dict(client) or None,
+                retry_config=policy.obstore_config(retrying=retrying),
+            )
         except Exception as e:  # obstore raises its own errors for unknown keys and bad values
             shown = format_options({**config, **client})
             raise StorageError(
@@ -59,17 +91,28 @@ def open_store(scheme: str, bucket: str, config: Mapping[str, str], client: Mapp
 
 
 class ObjectStoreBackend:
-    """One bucket (container) of an object store."""
+    """One bucket (container) of an object store: ``store`` retries by itself, ``once`` (the same store
+    sending each request once) is driven by :func:`~hoodie.storage.retry.resend` with ``retry``."""
 
     versioned = True
     is_local = False
 
     def __init__(
-        self, scheme: str, bucket: str, store: Any, *, conditional_create: bool, uri_scheme: str
+        self,
+        scheme: str,
+        bucket: str,
+        store: Any,
+        *,
+        conditional_create: bool,
+        uri_scheme: str,
+        once: Any | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self._scheme = scheme
         self._bucket = bucket
         self._store = store
+        self._once = once if once is not None else store
+        self._retry = retry or RetryPolicy()
         self._uri_scheme = uri_scheme
         self.conditional_create = conditional_create
         self.counter = RequestCounter()
@@ -77,22 +120,27 @@ class ObjectStoreBackend:
     # -- reads -------------------------------------------------------------------------------------------
 
     def list(self, key: str, recursive: bool) -> list[KeyInfo]:
+        """A listing, sent again whole when a page fails (a response cut mid-body included)."""
         prefix = f"{key}/" if key else None
-        try:
+
+        def listing() -> list[KeyInfo]:
             if recursive:
                 out: list[KeyInfo] = []
-                for chunk in obstore.list(self._store, prefix):
+                for chunk in obstore.list(self._once, prefix):
                     self.counter.add("LIST")
                     out.extend(_key_info(meta) for meta in chunk)
                 return out
             self.counter.add("LIST")
-            listed = obstore.list_with_delimiter(self._store, prefix)
+            listed = obstore.list_with_delimiter(self._once, prefix)
+            folders = [KeyInfo(p.rstrip("/"), 0, None, True) for p in listed["common_prefixes"]]
+            return folders + [_key_info(meta) for meta in listed["objects"]]
+
+        try:
+            return resend(self._retry, listing)
         except FileNotFoundError:
             return []
         except Exception as e:
             raise StorageError(f"cannot list {self.uri_of(key)}: {e}") from e
-        folders = [KeyInfo(p.rstrip("/"), 0, None, True) for p in listed["common_prefixes"]]
-        return folders + [_key_info(meta) for meta in listed["objects"]]
 
     def head(self, key: str) -> KeyInfo:
         self.counter.add("HEAD")
@@ -114,10 +162,13 @@ class ObjectStoreBackend:
 
     def _is_folder(self, key: str) -> bool:
         self.counter.add("LIST")
+        prefix = f"{key}/" if key else None
         try:
-            listed = obstore.list_with_delimiter(self._store, f"{key}/" if key else None)
+            listed = resend(self._retry, lambda: obstore.list_with_delimiter(self._once, prefix))
         except FileNotFoundError:
             return False
+        except Exception as e:
+            raise StorageError(f"cannot list {self.uri_of(key)}: {e}") from e
         return bool(listed["objects"] or listed["common_prefixes"])
 
     def get(self, key: str) -> bytes:
@@ -154,25 +205,81 @@ class ObjectStoreBackend:
                 "(conditional_put=false); take the table lock and overwrite explicitly"
             )
         self.counter.add("PUT")
+        if create:
+            return self._conditional_put(key, data, None)
         try:
-            result = obstore.put(self._store, key, data, mode="create" if create else "overwrite")
-        except AlreadyExistsError as e:
-            raise FileAlreadyExists(self.uri_of(key)) from e
-        except PreconditionError as e:
-            raise FileAlreadyExists(self.uri_of(key)) from e
+            result = obstore.put(self._store, key, data, mode="overwrite")
         except Exception as e:
             raise StorageError(f"cannot write {self.uri_of(key)}: {e}") from e
         return result.get("e_tag")
 
     def put_if_version(self, key: str, data: bytes, version: str) -> str:
         self.counter.add("PUT")
+        return self._conditional_put(key, data, version) or ""
+
+    def _conditional_put(self, key: str, data: bytes, version: str | None) -> str | None:
+        """Create ``key`` (``version`` None) or replace it at ``version``, in one PUT carrying a fresh token
+        (see the module doc); returns the new version. :class:`FileAlreadyExists` (create) or
+        :class:`VersionConflict` (replace) when another writer's object stands in the way;
+        :class:`StorageError` when every attempt failed and the object is as it was (not written);
+        :class:`WriteOutcomeUnknown` when that cannot be told."""
+        token = uuid.uuid4().hex
+        mode: Any = "create" if version is None else {"e_tag": version}
+
+        def attempt() -> str | None:
+            try:
+                result = obstore.put(
+                    self._once, key, data, mode=mode, attributes={WRITE_TOKEN: token}, use_multipart=False
+                )
+            except (AlreadyExistsError, PreconditionError):
+                landed = self._landed(key, token)
+                if landed is None:
+                    raise
+                return landed  # an earlier attempt of ours landed; this one found it there
+            return result.get("e_tag")
+
         try:
-            result = obstore.put(self._store, key, data, mode={"e_tag": version})
-        except (PreconditionError, FileNotFoundError) as e:
+            return resend(self._retry, attempt)
+        except (AlreadyExistsError, PreconditionError) as e:
+            if version is None:
+                raise FileAlreadyExists(self.uri_of(key)) from e
+            raise VersionConflict(f"{self.uri_of(key)} is not at version {version} any more") from e
+        except FileNotFoundError as e:
+            if version is None:  # no such bucket
+                raise StorageError(f"cannot write {self.uri_of(key)}: {e}") from e
             raise VersionConflict(f"{self.uri_of(key)} is not at version {version} any more") from e
         except Exception as e:
-            raise StorageError(f"cannot write {self.uri_of(key)}: {e}") from e
-        return str(result.get("e_tag") or "")
+            failure = e
+        try:
+            found = self._read_back(key)
+        except Exception as e:
+            raise WriteOutcomeUnknown(
+                f"cannot tell whether {self.uri_of(key)} was written: the write failed ({failure}) and "
+                f"reading it back failed too ({e})"
+            ) from failure
+        if found is not None and found[1] == token:
+            return found[0]
+        if found is not None and version is None:
+            raise FileAlreadyExists(self.uri_of(key)) from failure
+        if found is not None and found[0] != version:
+            raise VersionConflict(f"{self.uri_of(key)} is not at version {version} any more") from failure
+        raise StorageError(f"cannot write {self.uri_of(key)} (not written): {failure}") from failure
+
+    def _landed(self, key: str, token: str) -> str | None:
+        """The version of ``key`` when it is the object of the write that carried ``token``, else None."""
+        found = self._read_back(key)
+        return found[0] if found is not None and found[1] == token else None
+
+    def _read_back(self, key: str) -> tuple[str, str | None] | None:
+        """The version of ``key`` and the token of the conditional write that made it (None when another
+        kind of write made it); None when there is no such object."""
+        self.counter.add("GET")
+        try:
+            result = obstore.get(self._store, key)
+        except FileNotFoundError:
+            return None
+        version = str(result.meta.get("e_tag") or result.meta.get("version") or "")
+        return version, result.attributes.get(WRITE_TOKEN)
 
     @contextlib.contextmanager
     def open_output_stream(self, key: str, *, create: bool) -> Iterator[pa.NativeFile]:
@@ -203,7 +310,7 @@ class ObjectStoreBackend:
             return False
         self.counter.add("DELETE")
         try:
-            obstore.delete(self._store, key)
+            self._delete(key)
         except FileNotFoundError:
             return False
         except Exception as e:
@@ -215,9 +322,14 @@ class ObjectStoreBackend:
         for i in range(0, len(keys), 1000):
             self.counter.add("DELETE")
             try:
-                obstore.delete(self._store, keys[i : i + 1000])
+                self._delete(keys[i : i + 1000])
             except Exception as e:
                 raise StorageError(f"cannot delete below {self.uri_of(key)}: {e}") from e
+
+    def _delete(self, keys: str | Sequence[str]) -> None:
+        """Delete, sent again after a failure: deleting is idempotent, and S3 deletes by POST, which obstore
+        does not send twice."""
+        resend(self._retry, lambda: obstore.delete(self._once, keys))
 
     def uri_of(self, key: str) -> str:
         return f"{self._uri_scheme}://{self._bucket}/{key}" if key else f"{self._uri_scheme}://{self._bucket}"

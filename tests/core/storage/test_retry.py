@@ -1,0 +1,129 @@
+"""The retry policy of object stores: parsed from storage options (a bad one names its key and value), handed
+to obstore as its ``retry_config``, and :func:`resend`'s loop (a fake clock: no test sleeps)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import random
+
+import pytest
+from obstore.exceptions import GenericError, PreconditionError
+
+from hoodie.errors import StorageError
+from hoodie.storage.retry import RetryPolicy, resend, transient
+
+
+def test_defaults_are_object_stores_own() -> None:
+    policy = RetryPolicy.from_options({})
+    assert policy == RetryPolicy(max_retries=10, retry_timeout=180.0, init_backoff=0.1, max_backoff=15.0)
+    assert policy.obstore_config() == {
+        "max_retries": 10,
+        "retry_timeout": dt.timedelta(minutes=3),
+        "backoff": {
+            "init_backoff": dt.timedelta(milliseconds=100),
+            "max_backoff": dt.timedelta(seconds=15),
+            "base": 2.0,
+        },
+    }
+    assert policy.obstore_config(retrying=False)["max_retries"] == 0
+
+
+def test_options_are_parsed_with_units() -> None:
+    policy = RetryPolicy.from_options(
+        {
+            "max_retries": "3",
+            "retry_timeout": "2m",
+            "init_backoff": "50ms",
+            "max_backoff": "1.5",
+            "backoff_base": "3",
+        }
+    )
+    assert policy == RetryPolicy(
+        max_retries=3, retry_timeout=120.0, init_backoff=0.05, max_backoff=1.5, backoff_base=3.0
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"max_retries": "many"}, "max_retries='many'"),
+        ({"max_retries": "-1"}, "max_retries=-1"),
+        ({"retry_timeout": "soon"}, "retry_timeout='soon'"),
+        ({"init_backoff": "1 fortnight"}, "init_backoff='1 fortnight'"),
+        ({"backoff_base": "0.5"}, "backoff_base=0.5"),
+        ({"init_backoff": "2s", "max_backoff": "1s"}, "init_backoff=2s"),
+    ],
+)
+def test_a_bad_option_names_its_key_and_value(options: dict[str, str], named: str) -> None:
+    with pytest.raises(StorageError, match=named):
+        RetryPolicy.from_options(options)
+
+
+def test_backoffs_are_jittered_within_bounds() -> None:
+    policy = RetryPolicy(max_retries=20, init_backoff=0.1, max_backoff=2.0)
+    waits = list(policy.backoffs(random.Random(7)))
+    assert len(waits) == 20
+    assert waits[0] == 0.1
+    assert all(0.1 <= w <= 2.0 for w in waits)
+    assert all(later <= 2 * earlier for earlier, later in itertools.pairwise(waits))
+    assert len(set(waits)) == 20
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def _failing(times: int, error: Exception) -> tuple[list[int], object]:
+    calls: list[int] = []
+
+    def request() -> str:
+        calls.append(1)
+        if len(calls) <= times:
+            raise error
+        return "done"
+
+    return calls, request
+
+
+def test_resend_sends_a_transient_failure_again_until_it_succeeds() -> None:
+    clock = _Clock()
+    calls, request = _failing(3, GenericError("reset"))
+    assert resend(RetryPolicy(), request, sleep=clock.sleep, clock=lambda: clock.now) == "done"  # type: ignore[arg-type]
+    assert len(calls) == 4
+    assert len(clock.slept) == 3
+
+
+def test_resend_stops_after_max_retries_and_raises_the_last_failure() -> None:
+    clock = _Clock()
+    calls, request = _failing(100, GenericError("503 SlowDown"))
+    with pytest.raises(GenericError, match="SlowDown"):
+        resend(RetryPolicy(max_retries=4), request, sleep=clock.sleep, clock=lambda: clock.now)  # type: ignore[arg-type]
+    assert len(calls) == 5
+
+
+def test_resend_starts_no_retry_after_the_retry_timeout() -> None:
+    clock = _Clock()
+    calls, request = _failing(100, GenericError("500"))
+    policy = RetryPolicy(max_retries=1000, retry_timeout=5.0, init_backoff=1.0, max_backoff=1.0)
+    with pytest.raises(GenericError):
+        resend(policy, request, sleep=clock.sleep, clock=lambda: clock.now)  # type: ignore[arg-type]
+    assert clock.now <= 5.0
+    assert len(calls) == 6
+
+
+def test_an_answer_is_not_sent_again() -> None:
+    """A failed precondition, a missing object: the store answered; sending it again changes nothing."""
+    assert transient(GenericError("x"))
+    assert not transient(PreconditionError("x"))
+    assert not transient(FileNotFoundError("x"))
+    calls, request = _failing(1, PreconditionError("412"))
+    with pytest.raises(PreconditionError):
+        resend(RetryPolicy(), request, sleep=lambda s: None)  # type: ignore[arg-type]
+    assert len(calls) == 1
