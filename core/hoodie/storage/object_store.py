@@ -15,14 +15,14 @@ An S3-compatible store that ignores ``If-None-Match`` (some older ones) would ma
 overwrite: give the storage option ``conditional_put=false`` and hoodied then writes timeline files only under
 the table lock, checking first, as for a file system without create-if-absent.
 
-**Faults.** Retries follow one :class:`~hoodie.storage.retry.RetryPolicy`: ``obstore`` applies it to reads,
-plain writes and streams; :func:`~hoodie.storage.retry.resend` to conditional writes, listings and deletes,
-on a store that does not retry by itself (why: :mod:`hoodie.storage.retry`). A conditional write can land and
-still look failed: its response is lost, and sent again its condition fails on our own object. So every
-conditional write carries a token of its own in the object's user metadata (:data:`WRITE_TOKEN`); when its
-condition fails, or it still fails after every retry, the object is read back, and it is our write when it
-carries our token. Then the outcome is known in every case but one: the store cannot be read either, and
-:class:`~hoodie.errors.WriteOutcomeUnknown` says so.
+**Faults.** Retries follow one :class:`~hoodie.storage.retry.RetryPolicy`: ``obstore`` applies it to the
+requests of streams (ranged reads, multipart uploads), :func:`~hoodie.storage.retry.resend` to every other
+request, on a store twin that does not retry by itself (why: :mod:`hoodie.storage.retry`). A conditional write
+can land and still look failed: its response is lost, and sent again its condition fails on our own object.
+So every conditional write carries a token of its own in the object's user metadata (:data:`WRITE_TOKEN`);
+when its condition fails, or it still fails after every retry, the object is read back, and it is our write
+when it carries our token. Then the outcome is known in every case but one: the store cannot be read either,
+and :class:`~hoodie.errors.WriteOutcomeUnknown` says so.
 """
 
 from __future__ import annotations
@@ -91,8 +91,9 @@ def open_store(
 
 
 class ObjectStoreBackend:
-    """One bucket (container) of an object store: ``store`` retries by itself, ``once`` (the same store
-    sending each request once) is driven by :func:`~hoodie.storage.retry.resend` with ``retry``."""
+    """One bucket (container) of an object store: ``store`` retries by itself (streams), ``once`` (the same
+    store sending each request once) is driven by :func:`~hoodie.storage.retry.resend` with ``retry``
+    (everything else)."""
 
     versioned = True
     is_local = False
@@ -145,7 +146,7 @@ class ObjectStoreBackend:
     def head(self, key: str) -> KeyInfo:
         self.counter.add("HEAD")
         try:
-            return _key_info(obstore.head(self._store, key))
+            return _key_info(resend(self._retry, lambda: obstore.head(self._once, key)))
         except FileNotFoundError:
             if self._is_folder(key):
                 return KeyInfo(key, 0, None, True)
@@ -177,13 +178,20 @@ class ObjectStoreBackend:
     def get_versioned(self, key: str) -> tuple[bytes, str]:
         self.counter.add("GET")
         try:
-            result = obstore.get(self._store, key)
-            data = bytes(result.bytes())
+            data, version, _ = resend(self._retry, lambda: self._get_once(key))
         except FileNotFoundError:
             raise FileNotFoundError(self.uri_of(key)) from None
         except Exception as e:
             raise StorageError(f"cannot read {self.uri_of(key)}: {e}") from e
-        return data, str(result.meta.get("e_tag") or result.meta.get("version") or "")
+        return data, version
+
+    def _get_once(self, key: str) -> tuple[bytes, str, str | None]:
+        """One GET, body included: the object, its version and the token of the conditional write that made
+        it (None when another kind of write did)."""
+        result = obstore.get(self._once, key)
+        data = bytes(result.bytes())
+        version = str(result.meta.get("e_tag") or result.meta.get("version") or "")
+        return data, version, result.attributes.get(WRITE_TOKEN)
 
     def open_input_file(self, key: str) -> pa.NativeFile:
         """A random-access file (Parquet reads fetch the ranges they need)."""
@@ -208,7 +216,7 @@ class ObjectStoreBackend:
         if create:
             return self._conditional_put(key, data, None)
         try:
-            result = obstore.put(self._store, key, data, mode="overwrite")
+            result = resend(self._retry, lambda: obstore.put(self._once, key, data, use_multipart=False))
         except Exception as e:
             raise StorageError(f"cannot write {self.uri_of(key)}: {e}") from e
         return result.get("e_tag")
@@ -275,11 +283,10 @@ class ObjectStoreBackend:
         kind of write made it); None when there is no such object."""
         self.counter.add("GET")
         try:
-            result = obstore.get(self._store, key)
+            _, version, token = resend(self._retry, lambda: self._get_once(key))
         except FileNotFoundError:
             return None
-        version = str(result.meta.get("e_tag") or result.meta.get("version") or "")
-        return version, result.attributes.get(WRITE_TOKEN)
+        return version, token
 
     @contextlib.contextmanager
     def open_output_stream(self, key: str, *, create: bool) -> Iterator[pa.NativeFile]:

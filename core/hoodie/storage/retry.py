@@ -18,20 +18,24 @@ option             default  meaning
 Durations are seconds or ``<number><unit>`` with ``ms``, ``s``, ``m`` or ``h``. The client's ``timeout`` (30 s
 per request, the whole response included) and ``connect_timeout`` (5 s) are storage options too.
 
-Who retries what (measured against a fault-injecting proxy, ``tests/support/s3_faults.py``):
+Who retries what (measured against a fault-injecting proxy, ``tests/support/s3_faults.py``). ``obstore``
+retries every request answered with a 5xx status, and a request that breaks before or while being sent when
+it is safe or idempotent (GET, HEAD, a plain PUT); a body that breaks mid-way it resumes with a ranged GET.
+What it cannot finish, it reports at once, as a generic error:
 
-- ``obstore`` retries, with this policy, every request that fails with a 5xx status, and requests that fail
-  before or while being sent when they are safe or idempotent: GET (a body cut mid-way too), HEAD, a plain
-  PUT, the parts of a multipart upload. That covers reads, ranged reads and data files.
-- It cannot finish safely what remains, so :func:`resend` does, with the same policy and a store that does
-  not retry at all (each attempt one HTTP request, each outcome seen):
+- a conditional PUT (``If-None-Match: *``, ``If-Match``) whose connection broke or timed out (it may have
+  landed), and a DELETE (S3 deletes by POST) whose connection broke;
+- an error answer whose body breaks mid-way: a 404 comes back as a generic error, not as "not found";
+- a listing whose answer breaks mid-body;
 
-  - a conditional PUT (``If-None-Match: *`` or ``If-Match``) whose connection broke or timed out (obstore
-    gives up at once: it may have landed), and one that obstore retried after it had landed: the condition
-    then fails on *our own* write (a 412), which would report a timeline write as lost to another writer.
-    The resolution is in :mod:`hoodie.storage.object_store` (each conditional write carries a token);
-  - a listing whose response breaks mid-body (obstore reports it at once);
-  - a delete (a POST on S3) whose connection breaks: obstore does not resend a POST.
+and a conditional PUT that landed and lost its answer to a 5xx it sends again, to find its condition failed
+on *our own* object (a 412): a timeline write reported lost to another writer. The resolution of that is in
+:mod:`hoodie.storage.object_store` (each conditional write carries a token).
+
+So a request for a whole object or listing (GET, HEAD, LIST, PUT, DELETE) is sent by :func:`resend`, with this
+policy, on a store that does not retry at all (each attempt one HTTP request, each outcome seen); the requests
+of streams (the ranged reads of Parquet files, the parts of a multipart upload) are left to ``obstore``,
+which resumes them where they broke. Each request has one retry layer, never two.
 """
 
 from __future__ import annotations

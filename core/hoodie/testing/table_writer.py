@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import posixpath
 import random
 import uuid
@@ -52,7 +53,7 @@ import pyarrow.parquet as pq
 
 from hoodie.bloom import read_bloom_filter
 from hoodie.config import RecordMergeMode, TableConfig
-from hoodie.errors import FileAlreadyExists, HoodieError, SchemaMismatch, WriteConflict
+from hoodie.errors import FileAlreadyExists, HoodieError, SchemaMismatch, StorageError, WriteConflict
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileSlice
 from hoodie.keygen import partition_paths, record_keys
@@ -83,6 +84,8 @@ from hoodie.write.base_file import ParquetOptions, add_meta_columns, write_base_
 from hoodie.write.failed_writes import Heartbeat, HeartbeatConfig
 from hoodie.write.markers import Markers
 from hoodie.write.partition_metafile import write_partition_metafile
+
+logger = logging.getLogger(__name__)
 
 RECORD_KEY = "_hoodie_record_key"
 COMMIT_TIME = "_hoodie_commit_time"
@@ -271,33 +274,43 @@ class TableWriter:
         # sees this write pending (and, on v6, waits for it).
         # The heartbeat tells a LAZY clean (hoodied's, or Hudi's) that this write is alive; once it stops,
         # an unfinished instant is a failed write to roll back.
-        with Heartbeat(self.storage, instant_time, self.write_config.heartbeat):
-            table = job.table = self._open_table()
-            inflight_md = CommitMetadata(operation_type=operation, extra_metadata={"schema": avro_json})
-            inflight = timeline_writer.start(
-                requested, encode_commit_metadata(inflight_md, table_version=version, action=action)
-            )
-            stats = job.write(instant_time)
-            metadata = CommitMetadata(
-                partition_to_write_stats=stats,
-                extra_metadata={"schema": avro_json},
-                operation_type=operation,
-                compacted=False,
-            )
-            content = encode_commit_metadata(metadata, table_version=version, action=action)
-            with self._locked():
-                self._check_conflicts(table, instant_time, metadata)
-                write_metadata_update(
-                    self.storage,
-                    TableConfig.load(self.storage),
-                    self.lock,
-                    lambda cfg: update_for_write(
-                        self.storage, cfg, instant_time, metadata.write_stats, deleted_keys=job.deleted_keys
-                    ),
-                    service="write",
+        completed: Instant | None = None
+        try:
+            with Heartbeat(self.storage, instant_time, self.write_config.heartbeat):
+                table = job.table = self._open_table()
+                inflight_md = CommitMetadata(operation_type=operation, extra_metadata={"schema": avro_json})
+                inflight = timeline_writer.start(
+                    requested, encode_commit_metadata(inflight_md, table_version=version, action=action)
                 )
-                completed = timeline_writer.complete(inflight, content)
-        job.markers.delete_all()
+                stats = job.write(instant_time)
+                metadata = CommitMetadata(
+                    partition_to_write_stats=stats,
+                    extra_metadata={"schema": avro_json},
+                    operation_type=operation,
+                    compacted=False,
+                )
+                content = encode_commit_metadata(metadata, table_version=version, action=action)
+                deleted = job.deleted_keys
+                with self._locked():
+                    self._check_conflicts(table, instant_time, metadata)
+                    write_metadata_update(
+                        self.storage,
+                        TableConfig.load(self.storage),
+                        self.lock,
+                        lambda cfg: update_for_write(
+                            self.storage, cfg, instant_time, metadata.write_stats, deleted_keys=deleted
+                        ),
+                        service="write",
+                    )
+                    completed = timeline_writer.complete(inflight, content)
+        except StorageError as e:
+            if completed is None:
+                raise
+            _left_for_later(completed, "releasing the table lock or stopping the heartbeat", e)
+        try:
+            job.markers.delete_all()
+        except StorageError as e:
+            _left_for_later(completed, "deleting its markers", e)
         maintain_metadata_table(self.storage, self.lock)
         return CommitResult(completed, metadata)
 
@@ -806,6 +819,13 @@ class _CommitJob:
 
     def _partition_metafile(self, partition: str) -> None:
         write_partition_metafile(self.storage, partition, self.instant_time)
+
+
+def _left_for_later(completed: Instant, step: str, error: StorageError) -> None:
+    """A store failure after the commit completed: the batch is committed (and visible), so it is not raised.
+    What the step leaves behind is cleaned up later: markers of completed instants are swept, a heartbeat
+    expires, a lock the store still names expires (or this process takes it back)."""
+    logger.warning("%s is committed; %s failed, left for later: %s", completed, step, error)
 
 
 def _join(partition: str, name: str) -> str:

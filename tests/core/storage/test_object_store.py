@@ -240,7 +240,8 @@ def test_a_create_the_store_answered_too_late_is_ours(s3_faults: FaultProxy) -> 
 
 @pytest.mark.s3
 def test_requests_obstore_does_not_send_again_are_sent_again(s3_faults: FaultProxy) -> None:
-    """A reset conditional PUT (before or after landing), a listing cut mid-body, a reset DELETE (a POST)."""
+    """A reset conditional PUT (before or after landing), a listing cut mid-body, a 404 cut mid-body, a reset
+    DELETE (a POST): obstore reports each at once."""
     s3 = _through(s3_faults)
     for i in range(3):
         s3.create(f"d/{i}", b"x")
@@ -249,15 +250,18 @@ def test_requests_obstore_does_not_send_again_are_sent_again(s3_faults: FaultPro
     with s3_faults.faults(kind="reset", at="body", methods=["GET"], match="list-type", limit=2):
         assert [f.name for f in s3.list("d")] == ["0", "1", "2", "3"]
         assert len(s3.list("", recursive=True)) == 4
+    cut_404 = s3_faults.faults(kind="reset", at="body", methods=["GET"], limit=1)
+    with cut_404, pytest.raises(FileNotFoundError):
+        s3.read("d/missing")  # the 404's body cut: not found all the same
     with s3_faults.faults(kind="reset", methods=["POST"], limit=1):
         assert s3.delete("d/0")
     with s3_faults.faults(kind="reset", at="response", methods=["POST"], limit=1):
         s3.delete_dir("d")
     assert s3.list("") == []
     assert s3_faults.counts()["injected"] == {
-        "reset": 5,
+        "reset": 6,
         "reset@request": 2,
-        "reset@body": 2,  # the first listing, twice (sent again once, cut again)
+        "reset@body": 3,  # the first listing twice (sent again once, cut again), the 404
         "reset@response": 1,
     }
 
