@@ -84,7 +84,7 @@ def open_store(
         except Exception as e:  # obstore raises its own errors for unknown keys and bad values
             shown = format_options({**config, **client})
             raise StorageError(
-                f"cannot open the {scheme} store {bucket!r} with options {{{shown}}}: {e}"
+                f"cannot open the {scheme} store {bucket!r} with options {{{shown}}}: {_reason(e)}"
             ) from e
         _STORES[key] = store
         return store
@@ -141,7 +141,7 @@ class ObjectStoreBackend:
         except FileNotFoundError:
             return []
         except Exception as e:
-            raise StorageError(f"cannot list {self.uri_of(key)}: {e}") from e
+            raise StorageError(f"cannot list {self.uri_of(key)}: {_reason(e)}") from e
 
     def head(self, key: str) -> KeyInfo:
         self.counter.add("HEAD")
@@ -152,7 +152,7 @@ class ObjectStoreBackend:
                 return KeyInfo(key, 0, None, True)
             raise FileNotFoundError(self.uri_of(key)) from None
         except Exception as e:
-            raise StorageError(f"cannot look at {self.uri_of(key)}: {e}") from e
+            raise StorageError(f"cannot look at {self.uri_of(key)}: {_reason(e)}") from e
 
     def exists(self, key: str) -> bool:
         try:
@@ -169,7 +169,7 @@ class ObjectStoreBackend:
         except FileNotFoundError:
             return False
         except Exception as e:
-            raise StorageError(f"cannot list {self.uri_of(key)}: {e}") from e
+            raise StorageError(f"cannot list {self.uri_of(key)}: {_reason(e)}") from e
         return bool(listed["objects"] or listed["common_prefixes"])
 
     def get(self, key: str) -> bytes:
@@ -182,7 +182,7 @@ class ObjectStoreBackend:
         except FileNotFoundError:
             raise FileNotFoundError(self.uri_of(key)) from None
         except Exception as e:
-            raise StorageError(f"cannot read {self.uri_of(key)}: {e}") from e
+            raise StorageError(f"cannot read {self.uri_of(key)}: {_reason(e)}") from e
         return data, version
 
     def _get_once(self, key: str) -> tuple[bytes, str, str | None]:
@@ -201,7 +201,7 @@ class ObjectStoreBackend:
         except FileNotFoundError:
             raise FileNotFoundError(self.uri_of(key)) from None
         except Exception as e:
-            raise StorageError(f"cannot open {self.uri_of(key)}: {e}") from e
+            raise StorageError(f"cannot open {self.uri_of(key)}: {_reason(e)}") from e
         return pa.PythonFile(_CountedReader(reader, self.counter), mode="r")
 
     # -- writes ------------------------------------------------------------------------------------------
@@ -218,7 +218,7 @@ class ObjectStoreBackend:
         try:
             result = resend(self._retry, lambda: obstore.put(self._once, key, data, use_multipart=False))
         except Exception as e:
-            raise StorageError(f"cannot write {self.uri_of(key)}: {e}") from e
+            raise StorageError(f"cannot write {self.uri_of(key)}: {_reason(e)}") from e
         return result.get("e_tag")
 
     def put_if_version(self, key: str, data: bytes, version: str) -> str:
@@ -254,7 +254,7 @@ class ObjectStoreBackend:
             raise VersionConflict(f"{self.uri_of(key)} is not at version {version} any more") from e
         except FileNotFoundError as e:
             if version is None:  # no such bucket
-                raise StorageError(f"cannot write {self.uri_of(key)}: {e}") from e
+                raise StorageError(f"cannot write {self.uri_of(key)}: {_reason(e)}") from e
             raise VersionConflict(f"{self.uri_of(key)} is not at version {version} any more") from e
         except Exception as e:
             failure = e
@@ -262,8 +262,8 @@ class ObjectStoreBackend:
             found = self._read_back(key)
         except Exception as e:
             raise WriteOutcomeUnknown(
-                f"cannot tell whether {self.uri_of(key)} was written: the write failed ({failure}) and "
-                f"reading it back failed too ({e})"
+                f"cannot tell whether {self.uri_of(key)} was written: the write failed ({_reason(failure)}) "
+                f"and reading it back failed too ({_reason(e)})"
             ) from failure
         if found is not None and found[1] == token:
             return found[0]
@@ -271,7 +271,7 @@ class ObjectStoreBackend:
             raise FileAlreadyExists(self.uri_of(key)) from failure
         if found is not None and found[0] != version:
             raise VersionConflict(f"{self.uri_of(key)} is not at version {version} any more") from failure
-        raise StorageError(f"cannot write {self.uri_of(key)} (not written): {failure}") from failure
+        raise StorageError(f"cannot write {self.uri_of(key)} (not written): {_reason(failure)}") from failure
 
     def _landed(self, key: str, token: str) -> str | None:
         """The version of ``key`` when it is the object of the write that carried ``token``, else None."""
@@ -297,7 +297,7 @@ class ObjectStoreBackend:
         try:
             writer = obstore.open_writer(self._store, key, buffer_size=UPLOAD_CHUNK_BYTES)
         except Exception as e:
-            raise StorageError(f"cannot write {self.uri_of(key)}: {e}") from e
+            raise StorageError(f"cannot write {self.uri_of(key)}: {_reason(e)}") from e
         sink = _CountedWriter(writer, self.counter)
         out = pa.PythonFile(sink, mode="w")
         try:
@@ -308,7 +308,7 @@ class ObjectStoreBackend:
         try:
             writer.close()
         except Exception as e:
-            raise StorageError(f"cannot write {self.uri_of(key)}: {e}") from e
+            raise StorageError(f"cannot write {self.uri_of(key)}: {_reason(e)}") from e
 
     def delete(self, key: str) -> bool:
         try:
@@ -321,7 +321,7 @@ class ObjectStoreBackend:
         except FileNotFoundError:
             return False
         except Exception as e:
-            raise StorageError(f"cannot delete {self.uri_of(key)}: {e}") from e
+            raise StorageError(f"cannot delete {self.uri_of(key)}: {_reason(e)}") from e
         return True
 
     def delete_prefix(self, key: str) -> None:
@@ -331,7 +331,7 @@ class ObjectStoreBackend:
             try:
                 self._delete(keys[i : i + 1000])
             except Exception as e:
-                raise StorageError(f"cannot delete below {self.uri_of(key)}: {e}") from e
+                raise StorageError(f"cannot delete below {self.uri_of(key)}: {_reason(e)}") from e
 
     def _delete(self, keys: str | Sequence[str]) -> None:
         """Delete, sent again after a failure: deleting is idempotent, and S3 deletes by POST, which obstore
@@ -416,6 +416,11 @@ class _CountedWriter:
 
     def abandon(self) -> None:
         self.closed = True
+
+
+def _reason(error: BaseException) -> str:
+    """An obstore error's message without its debug dump: the request, its retries and the store's answer."""
+    return str(error).split("\n\nDebug source:", 1)[0].strip()
 
 
 def _key_info(meta: Mapping[str, Any]) -> KeyInfo:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import posixpath
 import random
 import uuid
@@ -84,8 +83,7 @@ from hoodie.write.base_file import ParquetOptions, add_meta_columns, write_base_
 from hoodie.write.failed_writes import Heartbeat, HeartbeatConfig
 from hoodie.write.markers import Markers
 from hoodie.write.partition_metafile import write_partition_metafile
-
-logger = logging.getLogger(__name__)
+from hoodie.write.service_commit import left_for_later
 
 RECORD_KEY = "_hoodie_record_key"
 COMMIT_TIME = "_hoodie_commit_time"
@@ -306,11 +304,11 @@ class TableWriter:
         except StorageError as e:
             if completed is None:
                 raise
-            _left_for_later(completed, "releasing the table lock or stopping the heartbeat", e)
+            left_for_later(completed, "releasing the table lock or stopping the heartbeat", e)
         try:
             job.markers.delete_all()
         except StorageError as e:
-            _left_for_later(completed, "deleting its markers", e)
+            left_for_later(completed, "deleting its markers", e)
         maintain_metadata_table(self.storage, self.lock)
         return CommitResult(completed, metadata)
 
@@ -819,13 +817,6 @@ class _CommitJob:
 
     def _partition_metafile(self, partition: str) -> None:
         write_partition_metafile(self.storage, partition, self.instant_time)
-
-
-def _left_for_later(completed: Instant, step: str, error: StorageError) -> None:
-    """A store failure after the commit completed: the batch is committed (and visible), so it is not raised.
-    What the step leaves behind is cleaned up later: markers of completed instants are swept, a heartbeat
-    expires, a lock the store still names expires (or this process takes it back)."""
-    logger.warning("%s is committed; %s failed, left for later: %s", completed, step, error)
 
 
 def _join(partition: str, name: str) -> str:
