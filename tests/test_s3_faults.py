@@ -157,6 +157,14 @@ def test_after_limit_rate_and_duration(client: Any, s3_faults: FaultProxy) -> No
     with pytest.raises(ClientError, match="SlowDown"):
         client.get_object(Bucket="lake", Key=f"{prefix}/0")
     s3_faults.heal()
+    # Everything fails once a PUT of a ".commit" went through.
+    s3_faults.inject(kind="500", after=1, after_methods=["PUT"], after_match=r"\.commit$")
+    client.put_object(Bucket="lake", Key=f"{prefix}/a.json", Body=b"x")
+    client.get_object(Bucket="lake", Key=f"{prefix}/a.json")
+    client.put_object(Bucket="lake", Key=f"{prefix}/1.commit", Body=b"x")
+    with pytest.raises(ClientError, match="InternalError"):
+        client.get_object(Bucket="lake", Key=f"{prefix}/a.json")
+    s3_faults.heal()
     s3_faults.reset_counts()
     with s3_faults.faults(kind="500", limit=2):
         outcomes = []

@@ -191,16 +191,21 @@ def test_the_daemon_completes_through_a_flaky_store(
 
 
 @pytest.mark.parametrize(
-    "puts",
-    [pytest.param(n, id=f"after-{n}-puts") for n in (4,)]
-    + [pytest.param(n, id=f"after-{n}-puts", marks=pytest.mark.campaign) for n in range(0, 40, 3)],
+    ("puts", "outage"),
+    [pytest.param(4, "503", id="503-after-4-puts")]
+    + [
+        pytest.param(n, kind, id=f"{kind}-after-{n}-puts", marks=pytest.mark.campaign)
+        for kind in ("503", "500@response")
+        for n in range(0, 40, 2)
+    ],
 )
 def test_an_outage_in_the_middle_of_a_compaction(
-    s3_server: S3Server, s3_faults: FaultProxy, tmp_path: Path, puts: int
+    s3_server: S3Server, s3_faults: FaultProxy, tmp_path: Path, puts: int, outage: str
 ) -> None:
-    """Every request fails once the compaction made ``puts`` PUTs: the job fails naming the store's answer,
-    hudi-rs reads the same rows; once the store is back the compaction runs again to completion, and a clean
-    leaves nothing outside the live file slices."""
+    """Every request fails once the compaction made ``puts`` PUTs (``503``: refused; ``500@response``:
+    applied, then answered with an error): the job fails naming the store's answer, hudi-rs reads the same
+    rows; once the store is back the compaction runs again to completion, and a clean leaves nothing outside
+    the live file slices."""
     uri = _on_s3(s3_server, tmp_path, GenerateSpec(table_version=8, rows=100, commits=4, partitions=1))
     before = _snapshot(uri)
     storage = Storage.for_uri(uri, s3_faults.storage_options(**QUICK))
@@ -208,9 +213,11 @@ def test_an_outage_in_the_middle_of_a_compaction(
     scheduled = schedule_compaction(storage, lock, config=CompactionConfig(strategy=Strategy.UNBOUNDED))
     assert scheduled.instant is not None, scheduled.reason
     T = scheduled.instant.time
-    s3_faults.inject(kind="503", after=puts, after_methods=["PUT"])
+    kind, _, at = outage.partition("@")
+    s3_faults.inject(kind=kind, at=at or "request", after=puts, after_methods=["PUT"])
     failed = _failure(lambda: compact_in_process(storage, lock, T))  # None: it began after the last PUT
-    assert failed is None or "503 Service Unavailable" in str(failed), f"{type(failed).__name__}: {failed}"
+    answer = {"503": "503 Service Unavailable", "500": "500 Internal Server Error"}[kind]
+    assert failed is None or answer in str(failed), f"{type(failed).__name__}: {failed}"
     assert failed is None or "Debug source" not in str(failed), "obstore's debug dump is not for the log"
     s3_faults.heal()
     _same(_snapshot(uri), before, f"during an outage after {puts} PUTs")
@@ -224,6 +231,37 @@ def test_an_outage_in_the_middle_of_a_compaction(
     clean_in_process(storage, lock, scheduled_clean.instant.time)
     assert files_outside_live_slices(uri) == []
     _same(_snapshot(uri), before, f"after an outage after {puts} PUTs, a retry and a clean")
+
+
+def test_an_outage_right_after_a_commit_does_not_fail_it(
+    s3_server: S3Server, s3_faults: FaultProxy, tmp_path: Path
+) -> None:
+    """The store fails every request from the moment a commit's completed file landed: releasing the lock,
+    deleting markers, stopping the heartbeat fail. The batch and the compaction are committed and visible,
+    so they return; they do not raise (a caller would retry a batch that is there, or call done work
+    failed)."""
+    uri = _on_s3(s3_server, tmp_path, GenerateSpec(table_version=8, rows=100, commits=2, partitions=1))
+    storage = Storage.for_uri(uri, s3_faults.storage_options(**QUICK))
+    folder = uri.rsplit("/", 1)[1]
+    completed = r"/{}/\.hoodie/timeline/\d+_\d+\.{}$"  # the data table's, not its metadata table's
+    before = _snapshot(uri)
+    rows = _new_rows(0, 10)
+    outage = {"kind": "503", "after": 1, "after_methods": ["PUT"]}
+    with s3_faults.faults(**outage, after_match=completed.format(folder, "deltacommit")):
+        batch = TableWriter.open(uri, storage_options=s3_faults.storage_options(**QUICK)).upsert(rows)
+        assert s3_faults.injected() > 0, "the outage began after the commit"
+    assert _visible(_snapshot(uri), before, rows, "a batch committed just before an outage")
+    assert Table.open(uri).timeline.is_completed(batch.instant_time)
+    lock = lock_for_table(storage, {})
+    scheduled = schedule_compaction(storage, lock, config=CompactionConfig(strategy=Strategy.UNBOUNDED))
+    assert scheduled.instant is not None, scheduled.reason
+    before = _snapshot(uri)
+    with s3_faults.faults(**outage, after_match=completed.format(folder, "commit")):
+        done = compact_in_process(storage, lock, scheduled.instant.time)
+        assert s3_faults.injected() > 0, "the outage began after the commit"
+    assert done.instant.time == scheduled.instant.time
+    assert Table.open(uri).timeline.is_completed(done.instant.time)
+    _same(_snapshot(uri), before, "a compaction committed just before an outage")
 
 
 # -- the table writer --------------------------------------------------------------------------------------

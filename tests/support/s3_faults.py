@@ -14,7 +14,9 @@ A fault has a kind, the requests it hits and the moment it strikes:
   store's), ``body`` (``reset`` only: the store's status line, headers and half its body, then a reset).
 - ``rate`` (the fraction of matching requests hit), ``methods`` (only these methods; all when empty),
   ``match`` (a regular expression the path and query must contain), ``after`` (the first ``after`` matching
-  requests pass: a total outage "after N PUTs" is ``after=N, after_methods=["PUT"]``, counting only PUTs),
+  requests pass; ``after_methods`` and ``after_match`` count other requests instead: a total outage "after N
+  PUTs" is ``after=N, after_methods=["PUT"]``, one "after the commit file" ``after=1,
+  after_match=r"[.]commit$"``),
   ``limit`` (at most this many injections), ``duration`` (seconds from when it is added; until healed when
   absent).
 
@@ -98,6 +100,7 @@ class Fault:
     match: str | None = None
     after: int = 0
     after_methods: Sequence[str] | None = None
+    after_match: str | None = None
     limit: int | None = None
     duration: float | None = None
     delay: float = 2.0
@@ -118,8 +121,9 @@ class Fault:
         self.methods = tuple(m.upper() for m in self.methods)
         if self.after_methods is not None:
             self.after_methods = tuple(m.upper() for m in self.after_methods)
-        if self.match is not None:
-            re.compile(self.match)
+        for pattern in (self.match, self.after_match):
+            if pattern is not None:
+                re.compile(pattern)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Fault:
@@ -137,28 +141,27 @@ class Fault:
         over_time = self.duration is not None and now - self._added >= self.duration
         return over_time or (self.limit is not None and self._injected >= self.limit)
 
-    def _hits_method(self, method: str, path: str) -> bool:
-        if self.methods and method not in self.methods:
-            return False
-        return self.match is None or re.search(self.match, path) is not None
-
     def decide(self, method: str, path: str, rng: random.Random) -> bool:
         """Whether this request is hit (counting it toward ``after``); call under the proxy's lock."""
-        counts_toward_after = (
-            self._hits_method(method, path)
-            if self.after_methods is None
-            else (not self.after_methods or method in self.after_methods)
-        )
         if self._seen < self.after:
-            if counts_toward_after:
+            methods = self.methods if self.after_methods is None else self.after_methods
+            pattern = self.match if self.after_match is None else self.after_match
+            if _selects(methods, pattern, method, path):
                 self._seen += 1
             return False
-        if not self._hits_method(method, path):
+        if not _selects(self.methods, self.match, method, path):
             return False
         if rng.random() >= self.rate:
             return False
         self._injected += 1
         return True
+
+
+def _selects(methods: Sequence[str], pattern: str | None, method: str, path: str) -> bool:
+    """Whether a request is among ``methods`` (all when empty) and its path and query contain ``pattern``."""
+    if methods and method not in methods:
+        return False
+    return pattern is None or re.search(pattern, path) is not None
 
 
 class FaultProxy:
