@@ -47,8 +47,9 @@ Every key, its default and its meaning (the README's configuration reference is 
       schedule: []                # which services hoodied also plans (Hudi's strategies and triggers);
                                   # not indexing: indexes are built on request (hoodied index), then run
       hoodie: {}                  # hoodie.* settings: strategies, triggers, retention, sort columns ...
-      storage_options: {}         # options of the table's store (endpoint, region, credentials...; the
-                                  # store's environment variables apply too: README, Object stores)
+      storage_options: {}         # options of the table's store (endpoint, region, credentials, retries
+                                  # and timeouts...; the store's environment variables apply too: README,
+                                  # Object stores)
     tables:
       - path: /data/orders        # a table's base path or URI
         name: orders              # label in metrics and logs (default: the last path segment)

@@ -40,7 +40,7 @@ from obstore.store import AzureStore, GCSStore, S3Store
 
 from hoodie.errors import FileAlreadyExists, StorageError, VersionConflict, WriteOutcomeUnknown
 from hoodie.storage.backend import KeyInfo, RequestCounter, format_options
-from hoodie.storage.retry import RetryPolicy, resend
+from hoodie.storage.retry import RetryPolicy, attempts_note, resend
 
 #: Parts of a streamed upload (a multipart upload on S3): 16 MiB.
 UPLOAD_CHUNK_BYTES = 16 * 1024 * 1024
@@ -419,8 +419,11 @@ class _CountedWriter:
 
 
 def _reason(error: BaseException) -> str:
-    """An obstore error's message without its debug dump: the request, its retries and the store's answer."""
-    return str(error).split("\n\nDebug source:", 1)[0].strip()
+    """An obstore error's message without its debug dump (the request and the store's answer), and the
+    attempts made."""
+    reason = str(error).split("\n\nDebug source:", 1)[0].strip()
+    note = attempts_note(error)
+    return f"{reason} ({note})" if note else reason
 
 
 def _key_info(meta: Mapping[str, Any]) -> KeyInfo:

@@ -133,16 +133,20 @@ def test_a_dead_holders_lock_is_free_after_its_validity(table_uri: str) -> None:
 
 
 def test_renewals_and_a_release_whose_answers_were_lost_keep_and_free_the_lock(s3_faults: FaultProxy) -> None:
-    """Every lock write lands, then its answer is lost (a 500 or a reset): obstore would send the If-Match
-    PUT again and find its condition failed on our own write, a lock "taken over" by itself."""
+    """The acquiring write, a renewal and the release each land, then lose their answer (a 500): sent again,
+    each would find its condition failed on our own write (a lock "taken over" by itself)."""
     storage = Storage.for_uri(f"s3://lake/l-{uuid.uuid4().hex[:8]}", s3_faults.storage_options())
     lock = StorageLock(storage, FAST)
-    with s3_faults.faults(kind="500", at="response", methods=["PUT"]):
+    landed_then_lost = {"kind": "500", "at": "response", "methods": ["PUT"], "limit": 1}
+    with s3_faults.faults(**landed_then_lost):
         lock.acquire(5)
-        time.sleep(2.5)  # renewals
-        assert lock.is_held
+    with s3_faults.faults(**landed_then_lost):
+        time.sleep(1.5)  # a renewal
+        assert s3_faults.injected("500") == 2
+    assert lock.is_held
+    with s3_faults.faults(**landed_then_lost):
         lock.release()
-    assert s3_faults.injected("500") >= 3
+    assert s3_faults.injected("500") == 3
     assert json.loads(storage.read(LOCK_FILE))["expired"] is True
 
 

@@ -295,6 +295,8 @@ def test_an_outage_fails_with_the_stores_answer(s3_faults: FaultProxy) -> None:
         with pytest.raises(StorageError, match="SlowDown") as failed:
             s3.read("there")
         assert s3.full_path("there") in str(failed.value)
+        assert "(4 attempts in " in str(failed.value)  # max_retries 3
+        assert "Debug source" not in str(failed.value)
         with pytest.raises(StorageError, match="cannot list"):
             s3.list("")
 

@@ -11,7 +11,7 @@ import pytest
 from obstore.exceptions import GenericError, PreconditionError
 
 from hoodie.errors import StorageError
-from hoodie.storage.retry import RetryPolicy, resend, transient
+from hoodie.storage.retry import RetryPolicy, attempts_note, resend, transient
 
 
 def test_defaults_are_object_stores_own() -> None:
@@ -103,9 +103,10 @@ def test_resend_sends_a_transient_failure_again_until_it_succeeds() -> None:
 def test_resend_stops_after_max_retries_and_raises_the_last_failure() -> None:
     clock = _Clock()
     calls, request = _failing(100, GenericError("503 SlowDown"))
-    with pytest.raises(GenericError, match="SlowDown"):
+    with pytest.raises(GenericError, match="SlowDown") as failed:
         resend(RetryPolicy(max_retries=4), request, sleep=clock.sleep, clock=lambda: clock.now)  # type: ignore[arg-type]
     assert len(calls) == 5
+    assert attempts_note(failed.value) == f"5 attempts in {clock.now:.1f} s"
 
 
 def test_resend_starts_no_retry_after_the_retry_timeout() -> None:
