@@ -38,7 +38,7 @@ from hoodie.clean.plan import CleanConfig, CleanPolicy, schedule_clean
 from hoodie.compaction.execute import compact_in_process
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.strategy import CompactionConfig, Strategy
-from hoodie.errors import HoodieError, WriteOutcomeUnknown
+from hoodie.errors import HoodieError, StorageError, WriteOutcomeUnknown
 from hoodie.lock import lock_for_table
 from hoodie.storage import Storage
 from hoodie.testing.generate import GenerateSpec, TripGenerator, generate_table
@@ -46,6 +46,7 @@ from hoodie.testing.table_writer import TableWriter
 from hoodied.config import DaemonConfig
 from hoodied.coordination import EmbeddedCoordination
 from hoodied.daemon import Daemon
+from hoodied.errors import CORRUPT_DATA_ERRORS
 from hoodied.health import Heartbeats
 from hoodied.metrics import Metrics
 from hoodied.supervisor import Supervisor
@@ -319,6 +320,27 @@ def test_an_outage_right_after_a_commit_does_not_fail_it(
     assert done.instant.time == scheduled.instant.time
     assert Table.open(uri).timeline.is_completed(done.instant.time)
     _same(_snapshot(uri), before, "a compaction committed just before an outage")
+
+
+def test_base_files_the_store_cannot_serve_are_not_corrupt(
+    s3_server: S3Server, s3_faults: FaultProxy, tmp_path: Path
+) -> None:
+    """Every read of a base file fails: the compaction fails with the store's answer, as a storage error.
+    Not as ``CorruptBaseFile``: the daemon would give the instant up at once and page for damaged data
+    (obstore's reader fails as a file does, and an unreadable file is what readers call corrupt)."""
+    uri = _on_s3(s3_server, tmp_path, GenerateSpec(table_version=8, rows=100, commits=3, partitions=1))
+    storage = Storage.for_uri(uri, s3_faults.storage_options(**QUICK))
+    lock = lock_for_table(storage, {})
+    scheduled = schedule_compaction(storage, lock, config=CompactionConfig(strategy=Strategy.UNBOUNDED))
+    assert scheduled.instant is not None, scheduled.reason
+    T = scheduled.instant.time
+    with s3_faults.faults(kind="503", methods=["GET"], match=r"\.parquet$"):
+        failed = _failure(lambda: compact_in_process(storage, lock, T))
+    assert isinstance(failed, StorageError), repr(failed)
+    assert not isinstance(failed, CORRUPT_DATA_ERRORS), repr(failed)
+    assert "503 Service Unavailable" in str(failed)
+    compact_in_process(storage, lock, T)
+    assert Table.open(uri).timeline.is_completed(T)
 
 
 # -- the table writer --------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ and :class:`~hoodie.errors.WriteOutcomeUnknown` says so.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -41,6 +42,8 @@ from obstore.store import AzureStore, GCSStore, S3Store
 from hoodie.errors import FileAlreadyExists, StorageError, VersionConflict, WriteOutcomeUnknown
 from hoodie.storage.backend import KeyInfo, RequestCounter, format_options
 from hoodie.storage.retry import RetryPolicy, attempts_note, resend
+
+logger = logging.getLogger(__name__)
 
 #: Parts of a streamed upload (a multipart upload on S3): 16 MiB.
 UPLOAD_CHUNK_BYTES = 16 * 1024 * 1024
@@ -194,7 +197,9 @@ class ObjectStoreBackend:
         return data, version, result.attributes.get(WRITE_TOKEN)
 
     def open_input_file(self, key: str) -> pa.NativeFile:
-        """A random-access file (Parquet reads fetch the ranges they need)."""
+        """A random-access file (Parquet reads fetch the ranges they need). A read the store fails raises
+        :class:`StorageError` through pyarrow (which raises a file's own exceptions as they are), never an
+        ``OSError``: readers take an ``OSError`` for a damaged file."""
         self.counter.add("HEAD")
         try:
             reader = obstore.open_reader(self._store, key)
@@ -202,7 +207,7 @@ class ObjectStoreBackend:
             raise FileNotFoundError(self.uri_of(key)) from None
         except Exception as e:
             raise StorageError(f"cannot open {self.uri_of(key)}: {_reason(e)}") from e
-        return pa.PythonFile(_CountedReader(reader, self.counter), mode="r")
+        return pa.PythonFile(_CountedReader(reader, self.counter, self.uri_of(key)), mode="r")
 
     # -- writes ------------------------------------------------------------------------------------------
 
@@ -291,19 +296,20 @@ class ObjectStoreBackend:
     @contextlib.contextmanager
     def open_output_stream(self, key: str, *, create: bool) -> Iterator[pa.NativeFile]:
         """A streamed upload (in parts of :data:`UPLOAD_CHUNK_BYTES`): the object appears when the block ends;
-        on an error nothing appears. A plain upload: callers give the file a name only they use (data
-        files carry their writer's token and instant)."""
+        on an error nothing appears, and the parts sent are aborted (an incomplete multipart upload is
+        invisible but billed). A plain upload: callers give the file a name only they use (data files carry
+        their writer's token and instant)."""
         self.counter.add("PUT")
         try:
             writer = obstore.open_writer(self._store, key, buffer_size=UPLOAD_CHUNK_BYTES)
         except Exception as e:
             raise StorageError(f"cannot write {self.uri_of(key)}: {_reason(e)}") from e
-        sink = _CountedWriter(writer, self.counter)
+        sink = _CountedWriter(writer, self.counter, self.uri_of(key))
         out = pa.PythonFile(sink, mode="w")
         try:
             yield out
-        except BaseException:
-            sink.abandon()  # not completed: the upload never becomes an object
+        except BaseException as e:
+            sink.abandon(e)  # not completed: the upload never becomes an object
             raise
         try:
             writer.close()
@@ -345,14 +351,20 @@ class ObjectStoreBackend:
 class _CountedReader:
     """obstore's reader, counting each read as a GET (a ranged request when its buffer is empty)."""
 
-    def __init__(self, reader: Any, counter: RequestCounter) -> None:
+    def __init__(self, reader: Any, counter: RequestCounter, uri: str) -> None:
         self._reader = reader
         self._counter = counter
+        self._uri = uri
         self.closed = False
 
     def read(self, size: int = -1) -> bytes:
         self._counter.add("GET")
-        return bytes(self._reader.read(size) if size >= 0 else self._reader.read())
+        try:
+            return bytes(self._reader.read(size) if size >= 0 else self._reader.read())
+        except FileNotFoundError:
+            raise
+        except OSError as e:  # obstore's reader fails as io does; pyarrow would take it for a bad file
+            raise StorageError(f"cannot read {self._uri}: {_reason(e)}") from e
 
     def seek(self, offset: int, whence: int = 0) -> int:
         return int(self._reader.seek(offset, whence))
@@ -381,16 +393,20 @@ class _CountedReader:
 class _CountedWriter:
     """obstore's writer as a Python file for pyarrow; each part it sends is a PUT."""
 
-    def __init__(self, writer: Any, counter: RequestCounter) -> None:
+    def __init__(self, writer: Any, counter: RequestCounter, uri: str) -> None:
         self._writer = writer
         self._counter = counter
+        self._uri = uri
         self._written = 0
         self.closed = False
 
     def write(self, data: Any) -> int:
         n = len(memoryview(data))
         before = self._written // UPLOAD_CHUNK_BYTES
-        self._writer.write(bytes(data))
+        try:
+            self._writer.write(bytes(data))
+        except OSError as e:
+            raise StorageError(f"cannot write {self._uri}: {_reason(e)}") from e
         self._written += n
         self._counter.add("PUT", self._written // UPLOAD_CHUNK_BYTES - before)
         return n
@@ -414,8 +430,13 @@ class _CountedWriter:
         """Closing the Python file does not complete the upload: the stream's owner does."""
         self.closed = True
 
-    def abandon(self) -> None:
+    def abandon(self, error: BaseException) -> None:
+        """Give the upload up: obstore's writer, left with an error, aborts the parts it sent."""
         self.closed = True
+        try:
+            self._writer.__exit__(type(error), error, error.__traceback__)
+        except Exception as e:  # the upload failed already; its abort is housekeeping
+            logger.warning("%s: the abandoned upload was not aborted: %s", self._uri, _reason(e))
 
 
 def _reason(error: BaseException) -> str:

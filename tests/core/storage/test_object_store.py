@@ -6,6 +6,7 @@ operation of the interface, conditional creates and replaces, and processes raci
 from __future__ import annotations
 
 import multiprocessing
+import time
 import uuid
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from hoodie.errors import FileAlreadyExists, StorageError, VersionConflict, WriteOutcomeUnknown
 from hoodie.storage import Storage
+from hoodie.storage.object_store import UPLOAD_CHUNK_BYTES
 from support.azurite import Azurite
 from support.s3_faults import FaultProxy, Kind
 from support.s3_server import S3Server
@@ -285,6 +287,49 @@ def test_every_operation_survives_a_third_of_its_requests_failing(s3_faults: Fau
         s3.delete_dir("p")
     assert s3_faults.injected(kind) >= 3
     assert [f.name for f in s3.list("", recursive=True)] == [f"{i}.commit" for i in range(1, 10)]
+
+
+@pytest.mark.s3
+def test_a_stream_the_store_fails_raises_a_storage_error_not_a_file_error(s3_faults: FaultProxy) -> None:
+    """obstore's reader and writer fail as files do (``OSError``), which pyarrow passes on and readers take
+    for a damaged file (a compaction would report committed data as corrupt); ours raise StorageError."""
+    s3 = _through(s3_faults, **QUICK)
+    with s3.create_stream("p/f.parquet") as out:
+        pq.write_table(pa.table({"x": list(range(100_000))}), out, row_group_size=10_000)
+    with s3.open_input_file("p/f.parquet") as f:
+        reads_fail = s3_faults.faults(kind="503", methods=["GET"], match=r"f\.parquet")
+        with reads_fail, pytest.raises(StorageError, match="503 Service Unavailable"):
+            pq.read_table(f)
+    with s3_faults.faults(kind="503", methods=["PUT"]), pytest.raises(StorageError, match="503"):
+        _upload_two_parts(s3, "p/big.bin")
+    assert not s3.exists("p/big.bin")
+
+
+def _upload_two_parts(s3: Storage, path: str, *, then: Exception | None = None) -> None:
+    """Stream two parts' worth, the first part on its way before the second is written (or ``then`` is
+    raised)."""
+    with s3.create_stream(path) as out:
+        out.write(bytes(UPLOAD_CHUNK_BYTES + 1))
+        time.sleep(0.5)
+        if then is not None:
+            raise then
+        out.write(bytes(UPLOAD_CHUNK_BYTES))
+
+
+def _incomplete_uploads(server: S3Server, key_suffix: str) -> list[str]:
+    uploads = server.client().list_multipart_uploads(Bucket="lake").get("Uploads", [])  # type: ignore[attr-defined]
+    return [u["Key"] for u in uploads if u["Key"].endswith(key_suffix)]
+
+
+@pytest.mark.s3
+def test_an_abandoned_upload_leaves_no_parts_behind(s3_server: S3Server) -> None:
+    """A stream whose writer fails after a part went out (pyarrow, the caller): its multipart upload is
+    aborted, not left invisible and billed until the bucket's lifecycle rule."""
+    s3 = Storage.for_uri(f"s3://lake/u-{uuid.uuid4().hex[:8]}")
+    with pytest.raises(RuntimeError):
+        _upload_two_parts(s3, "p/big.bin", then=RuntimeError("the writer failed"))
+    assert not s3.exists("p/big.bin")
+    assert _incomplete_uploads(s3_server, "p/big.bin") == []
 
 
 @pytest.mark.s3
