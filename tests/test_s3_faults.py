@@ -129,6 +129,10 @@ def test_slow_holds_a_request_and_heal_lets_it_go(client: Any, s3_faults: FaultP
     started = time.monotonic()
     client.put_object(Bucket="lake", Key=key, Body=b"x")
     assert time.monotonic() - started >= 1.0
+    s3_faults.inject(kind="slow", delay=0.5, at="response", methods=["GET"], limit=1)
+    started = time.monotonic()
+    assert client.get_object(Bucket="lake", Key=key)["Body"].read() == b"x"  # late, and whole
+    assert time.monotonic() - started >= 0.5
     s3_faults.inject(kind="slow", delay=30.0, methods=["GET"])
     slow = boto3.client(
         "s3",

@@ -35,14 +35,17 @@ from hoodie import Table
 from hoodie.archival.execute import archive
 from hoodie.clean.execute import clean_in_process
 from hoodie.clean.plan import CleanConfig, CleanPolicy, schedule_clean
+from hoodie.clustering.execute import cluster_in_process
+from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
 from hoodie.compaction.execute import compact_in_process
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.strategy import CompactionConfig, Strategy
-from hoodie.errors import HoodieError, StorageError, WriteOutcomeUnknown
-from hoodie.lock import lock_for_table
+from hoodie.errors import HoodieError, NothingToDo, StorageError, WriteOutcomeUnknown
+from hoodie.lock import LockProvider, lock_for_table
 from hoodie.storage import Storage
 from hoodie.testing.generate import GenerateSpec, TripGenerator, generate_table
 from hoodie.testing.table_writer import TableWriter
+from hoodie.timeline.archived.load import load_archived_timeline
 from hoodied.config import DaemonConfig
 from hoodied.coordination import EmbeddedCoordination
 from hoodied.daemon import Daemon
@@ -59,6 +62,7 @@ from support.service_checks import run_service
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
+CAMPAIGN = pytest.mark.campaign
 KEYS = ["_hoodie_partition_path", "_hoodie_record_key"]
 IGNORED = ("_hoodie_file_name",)
 #: Retries as often as by default, after shorter waits (the waits, not the work, would fill the test's time).
@@ -124,23 +128,32 @@ def files_outside_live_slices(uri: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "version", [pytest.param(8, id="v8"), *(pytest.param(v, marks=pytest.mark.campaign) for v in (6, 9))]
+    ("version", "late"),
+    [
+        pytest.param(8, False, id="v8"),
+        *(pytest.param(v, False, id=f"v{v}", marks=CAMPAIGN) for v in (6, 9)),
+        pytest.param(8, True, id="v8-late-answers", marks=CAMPAIGN),
+    ],
 )
 def test_every_service_completes_through_a_flaky_store(
-    s3_server: S3Server, s3_faults: FaultProxy, tmp_path: Path, version: int
+    s3_server: S3Server, s3_faults: FaultProxy, tmp_path: Path, version: int, late: bool
 ) -> None:
     """Compaction, clustering, clean and archival, in this process, with a quarter of all requests failing:
     each completes, and hudi-rs reads the rows it read before (after the clean, and at the end; the
-    campaign after each)."""
+    campaign after each). ``late``: a few answers come after the client's timeout (1 s), some of them to
+    requests the store applied."""
     uri = _on_s3(s3_server, tmp_path, GenerateSpec(table_version=version, rows=100, commits=4, partitions=1))
     before = _snapshot(uri)
-    storage = Storage.for_uri(uri, s3_faults.storage_options(**BRISK))
+    storage = Storage.for_uri(uri, s3_faults.storage_options(**BRISK, **({"timeout": "1s"} if late else {})))
     lock = lock_for_table(storage, {})
     s3_faults.inject(*flaky(0.25))
+    if late:
+        late_answer = {"kind": "slow", "rate": 0.02, "delay": 1.5}
+        s3_faults.inject(late_answer, {**late_answer, "at": "response"})
     for service in ("compaction", "clustering"):
         outcome, reason = run_service(service, storage, lock)
         assert outcome == "done", f"{service}: {outcome}: {reason}"
-        if version != 8:
+        if version != 8 or late:
             _same(_snapshot(uri), before, f"v{version} after {service} through faults")
     scheduled = schedule_clean(storage, lock, config=LATEST_VERSION)
     assert scheduled.instant is not None, scheduled.reason
@@ -247,48 +260,104 @@ def test_a_commit_whose_outcome_is_unknown_is_found_done_by_the_next_attempt(
 # -- an outage in the middle of a job ----------------------------------------------------------------------
 
 
+def _job(service: str, uri: str, storage: Storage, lock: LockProvider) -> Callable[[], object]:
+    """Plan ``service``'s work on the table (the store behaving), and return the job that carries it out:
+    the job an outage interrupts, and the retry once the store is back."""
+    if service in ("clean", "archival"):  # something to clean, and commits enough to archive
+        assert run_service("compaction", storage, lock)[0] == "done"
+    if service == "compaction":
+        compaction = schedule_compaction(storage, lock, config=CompactionConfig(strategy=Strategy.UNBOUNDED))
+        assert compaction.instant is not None, compaction.reason
+        T = compaction.instant.time
+        return lambda: compact_in_process(storage, lock, T)
+    if service == "clustering":
+        config = ClusteringConfig(sort_columns=("uuid",))
+        clustering = schedule_clustering(storage, lock, config=config, respect_trigger=False)
+        assert clustering.instant is not None, clustering.reason
+        C = clustering.instant.time
+        return lambda: cluster_in_process(storage, lock, C)
+    if service == "clean":
+        clean = schedule_clean(storage, lock, config=LATEST_VERSION)
+        assert clean.instant is not None, clean.reason
+        K = clean.instant.time
+        return lambda: clean_in_process(storage, lock, K)
+    settings = {**Table.open(uri).config.props, **ARCHIVAL}
+    return lambda: archive(storage, lock, settings)
+
+
+def _pending_or_done(uri: str) -> dict[str, str]:
+    """Every instant on the active timeline and its state."""
+    return {i.time: i.state.name for i in Table.open(uri).timeline}
+
+
 @pytest.mark.parametrize(
-    ("puts", "outage"),
-    [pytest.param(4, "503", id="503-after-4-puts")]
+    ("service", "share", "outage", "version"),
+    [pytest.param("compaction", 0.5, "503", 8, id="compaction-503-halfway")]
     + [
-        pytest.param(n, kind, id=f"{kind}-after-{n}-puts", marks=pytest.mark.campaign)
-        for kind in ("503", "500@response")
-        for n in range(0, 40, 2)
-        if (n, kind) != (4, "503")
+        pytest.param(service, share, outage, 8, id=f"{service}-{outage}-at-{share:.0%}", marks=CAMPAIGN)
+        for service in ("compaction", "clustering", "clean", "archival")
+        for outage in ("503", "500@response")
+        for share in (0.1, 0.3, 0.5, 0.7, 0.9)
+        if (service, share, outage) != ("compaction", 0.5, "503")
+    ]
+    + [
+        pytest.param(service, 0.5, outage, v, id=f"v{v}-{service}-{outage}-halfway", marks=CAMPAIGN)
+        for v in (6, 9)
+        for service in ("compaction", "clustering", "clean", "archival")
+        for outage in ("503", "500@response")
     ],
 )
-def test_an_outage_in_the_middle_of_a_compaction(
-    s3_server: S3Server, s3_faults: FaultProxy, tmp_path: Path, puts: int, outage: str
+def test_an_outage_in_the_middle_of_a_job(
+    s3_server: S3Server,
+    s3_faults: FaultProxy,
+    tmp_path: Path,
+    service: str,
+    share: float,
+    outage: str,
+    version: int,
 ) -> None:
-    """Every request fails once the compaction made ``puts`` PUTs (``503``: refused; ``500@response``:
-    applied, then answered with an error): the job fails naming the store's answer, hudi-rs reads the same
-    rows; once the store is back the compaction runs again to completion, and a clean leaves nothing outside
-    the live file slices."""
-    uri = _on_s3(s3_server, tmp_path, GenerateSpec(table_version=8, rows=100, commits=4, partitions=1))
-    before = _snapshot(uri)
+    """Every request fails once the job made ``share`` of the requests it makes on a twin of the table
+    (``503``: refused; ``500@response``: applied, then answered with an error): the job fails naming the
+    store's answer, hudi-rs reads the same rows; once the store is back the job runs again to completion,
+    and a clean leaves nothing outside the live file slices."""
+    local = tmp_path / "local"
+    generate_table(str(local), GenerateSpec(table_version=version, rows=100, commits=4, partitions=1))
+    twin, uri = (s3_server.upload(local, f"s3://lake/{uuid.uuid4().hex[:10]}") for _ in range(2))
+    # How many requests the job makes, on the twin.
+    storage = Storage.for_uri(twin, s3_faults.storage_options(**QUICK))
+    job = _job(service, twin, storage, lock_for_table(storage, {}))
+    s3_faults.reset_counts()
+    job()
+    requests = sum(s3_faults.counts()["forwarded"].values())
+    # The same job, cut by an outage after that share of its requests.
     storage = Storage.for_uri(uri, s3_faults.storage_options(**QUICK))
     lock = lock_for_table(storage, {})
-    scheduled = schedule_compaction(storage, lock, config=CompactionConfig(strategy=Strategy.UNBOUNDED))
-    assert scheduled.instant is not None, scheduled.reason
-    T = scheduled.instant.time
+    job = _job(service, uri, storage, lock)
+    before = _snapshot(uri)
     kind, _, at = outage.partition("@")
-    s3_faults.inject(kind=kind, at=at or "request", after=puts, after_methods=["PUT"])
-    failed = _failure(lambda: compact_in_process(storage, lock, T))  # None: it began after the last PUT
-    answer = {"503": "503 Service Unavailable", "500": "500 Internal Server Error"}[kind]
-    assert failed is None or answer in str(failed), f"{type(failed).__name__}: {failed}"
-    assert failed is None or "Debug source" not in str(failed), "obstore's debug dump is not for the log"
+    s3_faults.inject(kind=kind, at=at or "request", after=int(share * requests))
+    failed = _failure(job)
     s3_faults.heal()
-    _same(_snapshot(uri), before, f"during an outage after {puts} PUTs")
-    if failed is not None:
-        compact_in_process(storage, lock, T)
-    table = Table.open(uri)
-    assert table.timeline.is_completed(T), f"compaction {T} after the outage ({failed})"
-    _same(_snapshot(uri), before, f"after an outage after {puts} PUTs, and a retry")
-    scheduled_clean = schedule_clean(storage, lock, config=LATEST_VERSION)
-    assert scheduled_clean.instant is not None, scheduled_clean.reason
-    clean_in_process(storage, lock, scheduled_clean.instant.time)
-    assert files_outside_live_slices(uri) == []
-    _same(_snapshot(uri), before, f"after an outage after {puts} PUTs, a retry and a clean")
+    context = f"v{version} {service}, an outage after {int(share * requests)} of {requests} requests"
+    print(f"{context}: {failed!r}"[:300])
+    answer = {"503": "503 Service Unavailable", "500": "500 Internal Server Error"}[kind]
+    assert failed is None or answer in str(failed), context
+    assert not isinstance(failed, CORRUPT_DATA_ERRORS), context
+    assert failed is None or "Debug source" not in str(failed), "obstore's debug dump is not for the log"
+    _same(_snapshot(uri), before, f"{context}: during the outage")
+    retried = _failure(job)
+    assert retried is None or isinstance(retried, NothingToDo), f"{context}: the retry: {retried!r}"
+    assert "INFLIGHT" not in _pending_or_done(uri).values(), f"{context}: {_pending_or_done(uri)}"
+    _same(_snapshot(uri), before, f"{context}: after a retry")
+    cleanup = schedule_clean(storage, lock, config=LATEST_VERSION)
+    if cleanup.instant is not None:
+        clean_in_process(storage, lock, cleanup.instant.time)
+    assert files_outside_live_slices(uri) == [], context
+    _same(_snapshot(uri), before, f"{context}: after a retry and a clean")
+    if service == "archival":
+        history = load_archived_timeline(Table.open(uri).storage, Table.open(uri).config)
+        entries = [(e.time, e.instant.action, e.instant.state) for e in history]
+        assert len(entries) == len(set(entries)), f"{context}: an archived state twice"
 
 
 def test_an_outage_right_after_a_commit_does_not_fail_it(

@@ -127,8 +127,9 @@ class Fault:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Fault:
-        known = {k: v for k, v in data.items() if not k.startswith("_")}
-        return cls(**{**known, "kind": str(known["kind"])})
+        """A fault from its JSON form (what :meth:`as_json` gives, its ``injected`` count aside)."""
+        given = {k: v for k, v in data.items() if not k.startswith("_") and k != "injected"}
+        return cls(**{**given, "kind": str(given["kind"])})
 
     def as_json(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
@@ -391,7 +392,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _read_body(self) -> bytes:
         """The request body: by Content-Length, or chunked (decoded)."""
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            parts = []
+            parts: list[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";", 1)[0].strip(), 16)
                 if size == 0:
@@ -421,24 +422,29 @@ class _Handler(BaseHTTPRequestHandler):
             response = upstream.getresponse()
             self.proxy._count_forwarded(method)
             if fault is not None and fault.at == "response":
-                response.read()
+                answer = response.read()  # the store is done with the request
                 if fault.kind == "reset":
                     self._reset()
                 elif fault.kind == "slow":
                     self.proxy._healed.wait(fault.delay)
-                    self._relay(method, response, reset_mid_body=False, body=None)
+                    self._relay(method, response, body=answer)
                 else:
                     self._error(fault.kind)
                 return
-            self._relay(method, response, reset_mid_body=fault is not None and fault.at == "body", body=None)
+            self._relay(method, response, reset_mid_body=fault is not None and fault.at == "body")
         finally:
             upstream.close()
 
     def _relay(
-        self, method: str, response: http.client.HTTPResponse, *, reset_mid_body: bool, body: bytes | None
+        self,
+        method: str,
+        response: http.client.HTTPResponse,
+        *,
+        reset_mid_body: bool = False,
+        body: bytes | None = None,
     ) -> None:
-        """The store's response, streamed when it has a length (read whole otherwise); with
-        ``reset_mid_body`` the connection is reset after half the body."""
+        """The store's response (its ``body`` when already read), streamed when it has a length (read whole
+        otherwise); with ``reset_mid_body`` the connection is reset after half the body."""
         length_header = response.getheader("Content-Length")
         if body is None and (length_header is None or reset_mid_body) and method != "HEAD":
             body = response.read()
