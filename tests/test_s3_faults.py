@@ -120,7 +120,7 @@ def test_resets_before_after_and_mid_body(client: Any, s3_faults: FaultProxy) ->
 def test_a_raw_reset_closes_without_a_response(s3_faults: FaultProxy) -> None:
     resets = (ConnectionResetError, http.client.RemoteDisconnected)
     with s3_faults.faults(kind="reset"), pytest.raises(resets):
-        http_get(s3_faults.port, "/lake?list-type=2")
+        http_get(s3_faults.port, "/lake?list-type=2&prefix=nothing-here/")
 
 
 def test_slow_holds_a_request_and_heal_lets_it_go(client: Any, s3_faults: FaultProxy) -> None:
@@ -184,7 +184,7 @@ def test_after_limit_rate_and_duration(client: Any, s3_faults: FaultProxy) -> No
     with seeded, seeded.faults(Fault("503", rate=0.3)):
         for _ in range(100):
             with contextlib.suppress(ConnectionError):
-                http_get(seeded.port, "/lake?list-type=2")
+                http_get(seeded.port, "/lake?list-type=2&prefix=nothing-here/")
         assert 15 <= seeded.injected("503") <= 45
         assert seeded.counts()["forwarded"]["GET"] == 100 - seeded.injected("503")
     s3_faults.inject(kind="503", duration=0.5)
