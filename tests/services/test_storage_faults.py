@@ -58,7 +58,6 @@ from hoodied.metrics import Metrics
 from hoodied.supervisor import Supervisor
 from support.clean_checks import files_outside_live_slices
 from support.compare import assert_same_rows
-from support.daemon_tables import mor_table
 from support.hudi_oracle import HudiOracle, OracleRows, Query
 from support.s3_faults import Fault, FaultProxy
 from support.s3_server import S3Server
@@ -134,7 +133,7 @@ def test_every_service_completes_through_a_flaky_store(
     each completes, and hudi-rs reads the rows it read before (after the clean, and at the end; the
     campaign after each). ``late``: a few answers come after the client's timeout (1 s), some of them to
     requests the store applied."""
-    uri = _on_s3(s3_server, tmp_path, GenerateSpec(table_version=version, rows=100, commits=4, partitions=1))
+    uri = _on_s3(s3_server, tmp_path, GenerateSpec(table_version=version, rows=100, commits=3, partitions=1))
     before = _snapshot(uri)
     storage = Storage.for_uri(uri, s3_faults.storage_options(**BRISK, **({"timeout": "1s"} if late else {})))
     lock = lock_for_table(storage, {})
@@ -212,8 +211,10 @@ def test_a_commit_whose_outcome_is_unknown_is_found_done_by_the_next_attempt(
     """The compaction's completed file lands, its answer is lost, and the store then fails every request:
     the daemon's job ends as ``unknown`` (not ``failed``: it may have committed). Once the store is back,
     the next attempt reads the timeline first and finds the compaction done; nothing is rolled back."""
-    t = mor_table(tmp_path / "t", 8, seed=41)
-    uri = s3_server.upload(t.root, f"s3://lake/{uuid.uuid4().hex[:10]}")
+    uri = _on_s3(s3_server, tmp_path, GenerateSpec(table_version=8, rows=100, commits=3, partitions=1))
+    plain = Storage.for_uri(uri)
+    first = schedule_compaction(plain, lock_for_table(plain, {})).instant
+    assert first is not None
     before = _snapshot(uri)
     folder = uri.rsplit("/", 1)[1]
     completed = rf"/{folder}/\.hoodie/timeline/\d+_\d+\.commit$"
@@ -232,7 +233,6 @@ def test_a_commit_whose_outcome_is_unknown_is_found_done_by_the_next_attempt(
     supervisor = Supervisor(
         config, EmbeddedCoordination(metrics), metrics, Heartbeats(started_at=time.time()), lambda: spark
     )
-    first = next(i for i in t.pending if i.action == "compaction")
     (item,) = [i for i in supervisor.poll() if i.instant.time == first.time]
     s3_faults.inject(kind="reset", at="response", methods=["PUT"], match=completed, limit=1)
     s3_faults.inject(kind="503", after=1, after_methods=["PUT"], after_match=completed)
@@ -313,7 +313,7 @@ def test_an_outage_in_the_middle_of_a_job(
     store's answer, hudi-rs reads the same rows; once the store is back the job runs again to completion,
     and a clean leaves nothing outside the live file slices."""
     local = tmp_path / "local"
-    generate_table(str(local), GenerateSpec(table_version=version, rows=100, commits=4, partitions=1))
+    generate_table(str(local), GenerateSpec(table_version=version, rows=100, commits=3, partitions=1))
     twin, uri = (s3_server.upload(local, f"s3://lake/{uuid.uuid4().hex[:10]}") for _ in range(2))
     # How many requests the job makes, on the twin.
     storage = Storage.for_uri(twin, s3_faults.storage_options(**QUICK))
@@ -436,7 +436,7 @@ def _visible(now: pa.Table, was: pa.Table, batch: pa.Table, context: str) -> boo
 @pytest.mark.parametrize(
     ("table_type", "batches"),
     [
-        pytest.param("MERGE_ON_READ", 4, id="mor"),
+        pytest.param("MERGE_ON_READ", 2, id="mor"),
         pytest.param("COPY_ON_WRITE", 12, id="cow", marks=pytest.mark.campaign),
         pytest.param("MERGE_ON_READ", 12, id="mor-long", marks=pytest.mark.campaign),
     ],
