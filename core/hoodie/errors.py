@@ -72,6 +72,14 @@ class VersionConflict(StorageError):
     a GCS generation): someone else wrote it in between. Nothing was written."""
 
 
+class WriteOutcomeUnknown(StorageError):
+    """A write failed in a way that leaves open whether the store applied it (the connection broke after the
+    request was sent, or the answer came too late), and the store could not be asked afterwards either.
+
+    Unlike a failure, it may have happened: a caller must not clean up after it (delete what it wrote, roll
+    its instant back) before reading the store again (pyiceberg's ``CommitStateUnknownException``)."""
+
+
 class TableAlreadyExists(HoodieError):
     """A new table was to be created where ``.hoodie/hoodie.properties`` already exists."""
 

@@ -49,8 +49,9 @@ Every key, its default and its meaning (the README's configuration reference is 
       hoodie: {}                  # hoodie.* settings: strategies, triggers, retention, sort columns ...
                                   # and what the table's writers do: hoodie.clustering.updates.strategy
                                   # (README: Running beside Hudi writers)
-      storage_options: {}         # options of the table's store (endpoint, region, credentials...; the
-                                  # store's environment variables apply too: README, Object stores)
+      storage_options: {}         # options of the table's store (endpoint, region, credentials, retries
+                                  # and timeouts...; the store's environment variables apply too: README,
+                                  # Object stores)
       takeover_foreign_after: never   # an inflight instant hoodied did not start (a Hudi writer's own
                                   # compaction...) is taken over once this old; never: only when its
                                   # Hudi heartbeat expired (hoodied.ownership)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from hoodie.errors import CommitConflict, Deferred, HoodieError, NothingToDo
+from hoodie.errors import CommitConflict, Deferred, HoodieError, NothingToDo, WriteOutcomeUnknown
 from hoodie.registry import service_named
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -206,6 +206,8 @@ class Runner:
             outcome = self._outcome(item, False, "deferred", str(e), started)
         except CORRUPT_DATA_ERRORS as e:
             outcome = self._outcome(item, False, "corrupt", f"{type(e).__name__}: {e}", started)
+        except WriteOutcomeUnknown as e:  # not "failed": the write may have landed
+            outcome = self._outcome(item, False, "unknown", f"{type(e).__name__}: {e}", started)
         except (JobFailed, HoodieError) as e:
             kind = "claim_lost" if lost.is_set() else "cancelled" if self._cancelled.is_set() else "failed"
             outcome = self._outcome(item, False, kind, f"{type(e).__name__}: {e}", started)

@@ -1,6 +1,6 @@
 """What every clean must preserve, shared by the clean tests: hudi-rs's latest snapshot and its time travel to
 every retained commit read exactly as before, the planned files are gone, and storage shrank by what the
-plan said."""
+plan said; and the files a clean keeping one version would leave (:func:`files_outside_live_slices`)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,19 @@ def data_bytes(root: Path | str) -> int:
     storage = Storage.for_uri(str(root))
     listing = storage.list("", recursive=True)
     return sum(f.size for f in listing if not f.is_dir and f.path.split("/")[0] != ".hoodie")
+
+
+def files_outside_live_slices(root: Path | str) -> list[str]:
+    """Data files (outside ``.hoodie``, partition metafiles aside) that no file slice of the table's latest
+    view holds: what a clean keeping one version of each file group must leave none of."""
+    table = Table.open(str(root))
+    live = {p for s in table.file_slices() for p in (s.base_file_path, *s.log_file_paths) if p}
+    on_storage = [
+        f.path
+        for f in table.storage.list("", recursive=True)
+        if not f.is_dir and f.path.split("/")[0] != ".hoodie" and not f.name.startswith(".hoodie_partition")
+    ]
+    return sorted(p for p in on_storage if p not in live)
 
 
 @dataclass(frozen=True)

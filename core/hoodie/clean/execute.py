@@ -35,7 +35,7 @@ from hoodie.clean.plan import pending_cleans
 from hoodie.errors import CommitConflict, CorruptTimelineFile, HoodieError, NothingToDo, PathOutsideTable
 from hoodie.failpoints import failpoint
 from hoodie.file_group.base_file import BaseFile
-from hoodie.lock import LockProvider, held
+from hoodie.lock import LockProvider
 from hoodie.log.log_file import LogFile
 from hoodie.metadata.updates import update_for_clean
 from hoodie.metadata.writer import maintain_metadata_table, write_metadata_update
@@ -53,6 +53,7 @@ from hoodie.timeline.metadata import (
     file_name_in_partition,
 )
 from hoodie.timeline.writer import TimelineWriter
+from hoodie.write.service_commit import held_to_complete
 
 logger = logging.getLogger(__name__)
 
@@ -297,7 +298,7 @@ def commit_clean(
     # As Hudi's: the metadata table drops a partition only where the clean's metadata says it was deleted.
     gone = tuple(p for p, m in partitions.items() if m.is_partition_deleted)
     writer = TimelineWriter(storage, table.config, lock, time_generator=time_generator)
-    with held(lock):
+    with held_to_complete(lock) as completion:
         if fence is not None:
             fence()
         latest = Table.load(storage)
@@ -316,7 +317,7 @@ def commit_clean(
             time_generator=time_generator,
         )
         failpoint("clean.after_metadata_commit")
-        done = writer.complete(instant, content)
+        done = completion.done = writer.complete(instant, content)
     maintain_metadata_table(storage, lock, time_generator=time_generator)
     deleted_bytes = sum(r.size for r in results if r.status == DELETED)
     logger.info(

@@ -16,7 +16,14 @@ StorageBasedLockProvider`` and hoodied exclude each other through one object,
 - **Release**: write ``{true, validUntil, us}`` with ``If-Match``. The object is never deleted.
 
 A holder that dies stops renewing; its lock is free ``validity`` seconds (300 by default) after its last
-renewal. Keys (Hudi's): ``hoodie.write.lock.storage.validity.timeout.secs`` (300),
+renewal.
+
+**Store failures.** A lock write whose outcome is unknown (the store failed and could not be read back:
+:class:`~hoodie.errors.WriteOutcomeUnknown`) or a release that failed may leave the lock object naming an
+owner that no one holds: this process gave it up. Such owners are remembered for the life of the process
+(:func:`orphaned_owners`), and a later :meth:`StorageLock.acquire` in this process takes their lock at once,
+conditionally, instead of waiting ``validity`` seconds for it; other processes wait for it to expire, as they
+wait for a dead holder's. Keys (Hudi's): ``hoodie.write.lock.storage.validity.timeout.secs`` (300),
 ``hoodie.write.lock.storage.renew.interval.secs`` (30; also
 ``hoodie.write.lock.storage.heartbeat.poll.secs``); the validity must be at least ten renewals and ten
 seconds, a renewal at least a second.
@@ -38,7 +45,9 @@ from hoodie.errors import (
     LockError,
     LockLost,
     LockTimeout,
+    StorageError,
     VersionConflict,
+    WriteOutcomeUnknown,
 )
 from hoodie.lock.provider import DEFAULT_ACQUIRE_TIMEOUT_SECONDS, AcquireOnEnter
 from hoodie.settings import int_setting
@@ -57,6 +66,21 @@ RENEW_SECONDS_DEFAULT = 30
 CLOCK_DRIFT_MS = 500
 #: How often a blocked acquire looks again (Hudi: every 1000 ms).
 RETRY_SECONDS = 1.0
+
+_ORPHANED: set[str] = set()
+_ORPHANED_LOCK = threading.Lock()
+
+
+def orphaned_owners() -> frozenset[str]:
+    """The owners (lock objects of this process) that gave their lock up without knowing whether the store
+    still names them: a lock naming one of them is held by no one (see the module doc)."""
+    with _ORPHANED_LOCK:
+        return frozenset(_ORPHANED)
+
+
+def _orphan(owner: str) -> None:
+    with _ORPHANED_LOCK:
+        _ORPHANED.add(owner)
 
 
 @dataclass(frozen=True)
@@ -151,7 +175,7 @@ class StorageLock(AcquireOnEnter):
         while True:
             current = self.state()
             now = self._clock_ms()
-            if current is None or not current.held_at(now):
+            if current is None or not current.held_at(now) or current.owner in orphaned_owners():
                 valid_until = now + self._config.validity_seconds * 1000
                 data = encode_state(False, valid_until, self.owner)
                 try:
@@ -161,6 +185,9 @@ class StorageLock(AcquireOnEnter):
                         version = self._storage.replace_if_version(LOCK_FILE, data, current.version)
                 except (FileAlreadyExists, VersionConflict):
                     pass  # another process took it first
+                except WriteOutcomeUnknown:
+                    _orphan(self.owner)  # it may name us now, and no one holds it
+                    raise
                 else:
                     self._taken(version or "", valid_until)
                     return
@@ -195,6 +222,9 @@ class StorageLock(AcquireOnEnter):
             raise LockLost(
                 f"the table lock {self._storage.full_path(LOCK_FILE)} was taken over before it was released"
             ) from None
+        except StorageError:
+            _orphan(self.owner)  # still ours in the store, held by no one: free for this process
+            raise
 
     # -- inspection --------------------------------------------------------------------------------------
 
@@ -258,4 +288,5 @@ __all__ = [
     "StorageLock",
     "StorageLockConfig",
     "encode_state",
+    "orphaned_owners",
 ]

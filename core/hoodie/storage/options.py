@@ -15,6 +15,9 @@ work in each:
   the keys of pyarrow's ``S3FileSystem`` hoodied took before (``access_key``, ``secret_key``,
   ``session_token``, ``region``, ``endpoint_override`` with ``scheme``, ``force_virtual_addressing``,
   ``anonymous``), translated. ``conditional_put: false`` tells hoodied the store ignores conditional writes.
+  ``max_retries``, ``retry_timeout``, ``init_backoff``, ``max_backoff`` and ``backoff_base`` set how failed
+  requests are retried (:mod:`hoodie.storage.retry`); the client's ``timeout`` and ``connect_timeout`` how
+  long one request may take.
 
 Schemes: ``s3``, ``s3a`` (S3 and S3-compatible stores), ``gs``, ``gcs`` (GCS), ``az``, ``abfs``, ``abfss``
 (Azure: ``abfs[s]://container@account.dfs.core.windows.net/path``), a local path or ``file://``, and
@@ -43,6 +46,7 @@ from hoodie.storage.arrow_fs import ArrowFsBackend
 from hoodie.storage.backend import Backend
 from hoodie.storage.local import LocalBackend
 from hoodie.storage.object_store import ObjectStoreBackend, open_store
+from hoodie.storage.retry import RETRY_KEYS, RetryPolicy
 
 _STORE_OF_SCHEME = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "abfs": "az", "abfss": "az"}
 
@@ -105,14 +109,16 @@ def backend_for(uri: str, options: Mapping[str, str] | None = None) -> Location:
     if store_kind is not None:
         bucket, root = _bucket_and_root(store_kind, parsed)
         conditional = opts.pop(CONDITIONAL_PUT, "true").strip().lower() != "false"
+        retry = RetryPolicy.from_options({k: opts.pop(k) for k in RETRY_KEYS & opts.keys()})
         config, client = _store_config(store_kind, opts, parsed)
-        store = open_store(store_kind, bucket, config, client)
         backend = ObjectStoreBackend(
             store_kind,
             _bucket_name(store_kind, parsed),
-            store,
+            open_store(store_kind, bucket, config, client, retry),
             conditional_create=conditional,
             uri_scheme=scheme,
+            once=open_store(store_kind, bucket, config, client, retry, retrying=False),
+            retry=retry,
         )
         return Location(backend, root)
     try:

@@ -68,6 +68,7 @@ from hoodie.errors import (
     FileAlreadyExists,
     HoodieError,
     SchemaMismatch,
+    StorageError,
     WriteConflict,
 )
 from hoodie.file_group.base_file import BaseFile
@@ -100,6 +101,7 @@ from hoodie.write.base_file import ParquetOptions, add_meta_columns, write_base_
 from hoodie.write.failed_writes import Heartbeat, HeartbeatConfig
 from hoodie.write.markers import Markers
 from hoodie.write.partition_metafile import write_partition_metafile
+from hoodie.write.service_commit import left_for_later
 
 RECORD_KEY = "_hoodie_record_key"
 COMMIT_TIME = "_hoodie_commit_time"
@@ -312,40 +314,52 @@ class TableWriter:
         # sees this write pending (and, on v6, waits for it).
         # The heartbeat tells a LAZY clean (hoodied's, or Hudi's) that this write is alive; once it stops,
         # an unfinished instant is a failed write to roll back.
-        with Heartbeat(self.storage, instant_time, self.write_config.heartbeat):
-            table = job.table = self._open_table()
-            job.tag()
-            if self.write_config.update_strategy is UpdateStrategy.REJECT:
-                try:
-                    check_updates(instant_time, job.updated_groups(), table.pending_clustering_file_groups())
-                except ClusteringUpdateRejected:
-                    timeline_writer.delete_pending(requested)  # nothing else of it was written
-                    raise
-            inflight_md = CommitMetadata(operation_type=operation, extra_metadata={"schema": avro_json})
-            inflight = timeline_writer.start(
-                requested, encode_commit_metadata(inflight_md, table_version=version, action=action)
-            )
-            stats = job.write(instant_time)
-            metadata = CommitMetadata(
-                partition_to_write_stats=stats,
-                extra_metadata={"schema": avro_json},
-                operation_type=operation,
-                compacted=False,
-            )
-            content = encode_commit_metadata(metadata, table_version=version, action=action)
-            with self._locked():
-                self._check_conflicts(table, instant_time, metadata)
-                write_metadata_update(
-                    self.storage,
-                    TableConfig.load(self.storage),
-                    self.lock,
-                    lambda cfg: update_for_write(
-                        self.storage, cfg, instant_time, metadata.write_stats, deleted_keys=job.deleted_keys
-                    ),
-                    service="write",
+        completed: Instant | None = None
+        try:
+            with Heartbeat(self.storage, instant_time, self.write_config.heartbeat):
+                table = job.table = self._open_table()
+                job.tag()
+                if self.write_config.update_strategy is UpdateStrategy.REJECT:
+                    try:
+                        check_updates(
+                            instant_time, job.updated_groups(), table.pending_clustering_file_groups()
+                        )
+                    except ClusteringUpdateRejected:
+                        timeline_writer.delete_pending(requested)  # nothing else of it was written
+                        raise
+                inflight_md = CommitMetadata(operation_type=operation, extra_metadata={"schema": avro_json})
+                inflight = timeline_writer.start(
+                    requested, encode_commit_metadata(inflight_md, table_version=version, action=action)
                 )
-                completed = timeline_writer.complete(inflight, content)
-        job.markers.delete_all()
+                stats = job.write(instant_time)
+                metadata = CommitMetadata(
+                    partition_to_write_stats=stats,
+                    extra_metadata={"schema": avro_json},
+                    operation_type=operation,
+                    compacted=False,
+                )
+                content = encode_commit_metadata(metadata, table_version=version, action=action)
+                deleted = job.deleted_keys
+                with self._locked():
+                    self._check_conflicts(table, instant_time, metadata)
+                    write_metadata_update(
+                        self.storage,
+                        TableConfig.load(self.storage),
+                        self.lock,
+                        lambda cfg: update_for_write(
+                            self.storage, cfg, instant_time, metadata.write_stats, deleted_keys=deleted
+                        ),
+                        service="write",
+                    )
+                    completed = timeline_writer.complete(inflight, content)
+        except StorageError as e:
+            if completed is None:
+                raise
+            left_for_later(completed, "releasing the table lock or stopping the heartbeat", e)
+        try:
+            job.markers.delete_all()
+        except StorageError as e:
+            left_for_later(completed, "deleting its markers", e)
         maintain_metadata_table(self.storage, self.lock)
         return CommitResult(completed, metadata)
 

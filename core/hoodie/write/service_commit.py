@@ -9,16 +9,18 @@ name and gives up with :class:`~hoodie.errors.CommitConflict`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hoodie.config import TableConfig
-from hoodie.errors import CommitConflict, CorruptBaseFile, HoodieError
+from hoodie.errors import CommitConflict, CorruptBaseFile, HoodieError, StorageError
 from hoodie.failpoints import failpoint
 from hoodie.lock import LockProvider, held
 from hoodie.metadata.updates import update_for_rewrite
@@ -133,8 +135,7 @@ def complete_rewrite(
         storage.delete(stray)
     failpoint(f"{service}.before_commit")
     writer = TimelineWriter(storage, config, lock, time_generator=time_generator)
-    done: Instant | None = None
-    with held(lock):
+    with held_to_complete(lock) as completion:
         if fence is not None:
             fence()
         current = Table.load(storage)  # config too: indexes may have been added since the tasks ran
@@ -152,20 +153,56 @@ def complete_rewrite(
                 time_generator=time_generator,
             )
             failpoint(f"{service}.after_metadata_commit")
-            done = writer.complete(instant, content)
+            completion.done = writer.complete(instant, content)
+    done = completion.done
     if done is None:
         return None, found, strays
     failpoint(f"{service}.after_commit")
-    markers.delete_all()
+    try:
+        markers.delete_all()
+    except StorageError as e:
+        left_for_later(done, "deleting its markers", e)
     maintain_metadata_table(storage, lock, time_generator=time_generator)
     return done, None, strays
 
 
+@dataclass
+class Completion:
+    """What a critical section completed: it sets :attr:`done` (see :func:`held_to_complete`)."""
+
+    done: Instant | None = None
+
+
+@contextlib.contextmanager
+def held_to_complete(lock: LockProvider) -> Iterator[Completion]:
+    """Hold ``lock`` for a block that may complete an instant (setting ``.done`` of what it yields). A store
+    failure once it completed (releasing the lock) is logged, not raised (:func:`left_for_later`)."""
+    completion = Completion()
+    try:
+        with held(lock):
+            yield completion
+    except StorageError as e:
+        if completion.done is None:
+            raise
+        left_for_later(completion.done, "releasing the table lock", e)
+
+
+def left_for_later(completed: Instant, step: str, error: StorageError) -> None:
+    """A step after ``completed`` completed failed on the store. The instant is committed and visible, so the
+    run is not reported failed: a caller would retry work that is done, or clean up what a reader now reads.
+    What the step leaves is taken care of later: the markers of a completed instant are swept, a heartbeat
+    expires, a lock the store still names expires (or this process takes it back)."""
+    logger.warning("%s is committed; %s failed, left for later: %s", completed, step, error)
+
+
 __all__ = [
+    "Completion",
     "by_partition",
     "check_still_inflight",
     "complete_rewrite",
     "discard_own_files",
+    "held_to_complete",
+    "left_for_later",
     "without_meta_fields",
     "written_rows",
 ]

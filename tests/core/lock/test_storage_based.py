@@ -1,5 +1,7 @@
 """The storage-based lock (Hudi's StorageBasedLockProvider) on an S3-compatible server: Hudi's file and
-JSON, exclusion between processes, a dead holder's lock free after its validity, a lost lock reported."""
+JSON, exclusion between processes, a dead holder's lock free after its validity, a lost lock reported; and
+through a store that fails (``support.s3_faults``): writes whose answers were lost are ours, and a lock given
+up in an outage does not block this process for its validity."""
 
 from __future__ import annotations
 
@@ -12,10 +14,11 @@ import uuid
 
 import pytest
 
-from hoodie.errors import InvalidWriteConfig, LockLost, LockTimeout
+from hoodie.errors import InvalidWriteConfig, LockLost, LockTimeout, WriteOutcomeUnknown
 from hoodie.lock import StorageLock, StorageLockConfig
-from hoodie.lock.storage_based import LOCK_FILE, encode_state
+from hoodie.lock.storage_based import LOCK_FILE, encode_state, orphaned_owners
 from hoodie.storage import Storage
+from support.s3_faults import FaultProxy
 from support.s3_server import S3Server
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
@@ -124,3 +127,61 @@ def test_a_dead_holders_lock_is_free_after_its_validity(table_uri: str) -> None:
     waited = time.monotonic() - killed_at
     assert 8 < waited < 20, waited  # validity 10 s after its last renewal, + 0.5 s of clock drift
     waiting.release()
+
+
+# -- under store faults (a fault-injecting proxy in front of the server) -------------------------------------
+
+
+def test_renewals_and_a_release_whose_answers_were_lost_keep_and_free_the_lock(s3_faults: FaultProxy) -> None:
+    """The acquiring write, a renewal and the release each land, then lose their answer (a 500): sent again,
+    each would find its condition failed on our own write (a lock "taken over" by itself)."""
+    storage = Storage.for_uri(f"s3://lake/l-{uuid.uuid4().hex[:8]}", s3_faults.storage_options())
+    lock = StorageLock(storage, FAST)
+    landed_then_lost = {"kind": "500", "at": "response", "methods": ["PUT"], "limit": 1}
+    with s3_faults.faults(**landed_then_lost):
+        lock.acquire(5)
+    with s3_faults.faults(**landed_then_lost):
+        time.sleep(1.5)  # a renewal
+        assert s3_faults.injected("500") == 2
+    assert lock.is_held
+    with s3_faults.faults(**landed_then_lost):
+        lock.release()
+    assert s3_faults.injected("500") == 3
+    assert json.loads(storage.read(LOCK_FILE))["expired"] is True
+
+
+def test_a_lock_given_up_in_an_outage_is_taken_back_at_once_by_this_process(s3_faults: FaultProxy) -> None:
+    """The store fails mid-acquire, after the lock write landed, and cannot be read back: the lock names an
+    owner no one holds. Once the store is back, the next lock of this process takes it at once; another
+    process waits for its validity, as for a dead holder's."""
+    quick = {"max_retries": "2", "init_backoff": "10ms", "max_backoff": "20ms"}
+    uri = f"s3://lake/l-{uuid.uuid4().hex[:8]}"
+    storage = Storage.for_uri(uri, s3_faults.storage_options(**quick))
+    given_up = StorageLock(storage, FAST)
+    s3_faults.inject(kind="reset", at="response", methods=["PUT"], limit=1)
+    s3_faults.inject(kind="503", after=1, after_methods=["PUT"])  # everything, once that PUT landed
+    with pytest.raises(WriteOutcomeUnknown):
+        given_up.acquire(5)
+    s3_faults.heal()
+    state = StorageLock(Storage.for_uri(uri), FAST).state()
+    assert state is not None
+    assert state.owner == given_up.owner
+    assert not state.expired
+    assert given_up.owner in orphaned_owners()
+    ctx = multiprocessing.get_context("spawn")
+    elsewhere = ctx.Process(target=_acquire_within, args=(uri, 1.5))
+    elsewhere.start()
+    elsewhere.join(60)
+    assert elsewhere.exitcode == 3, "another process waits for the validity"
+    started = time.monotonic()
+    with StorageLock(storage, FAST) as next_one:
+        assert next_one.is_held
+    assert time.monotonic() - started < 3
+
+
+def _acquire_within(uri: str, seconds: float) -> None:
+    try:
+        StorageLock(Storage.for_uri(uri), FAST).acquire(seconds)
+    except LockTimeout:
+        os._exit(3)
+    os._exit(0)
