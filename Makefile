@@ -10,7 +10,7 @@ PY = $(shell .ci/install --which)
 # Extra pytest arguments, e.g. PYTEST_ARGS="-k compaction" or PYTEST_ARGS="tests/core/log".
 PYTEST_ARGS ?=
 
-.PHONY: install install-demo test lint bench demo
+.PHONY: install install-demo test lint bench chaos demo
 
 install:
 	.ci/install --test
@@ -29,6 +29,13 @@ test: lint
 
 bench: install
 	$(PY) benchmarks/bench_snapshot_read.py
+
+# The chaos campaign (tests/support/chaos): TRIALS trials from seed SEED, tables on local disk and on S3, each
+# 45 s of faults beside a writer and three replicas; prints the counts, keeps failed trials' folders.
+TRIALS ?= 100
+SEED ?= 1
+chaos: install
+	cd tests && $(PY) -m support.chaos --trials $(TRIALS) --seed $(SEED) --stores local,s3 $(CHAOS_ARGS)
 
 # `make demo`: a live table, a writer and the daemon at work for two minutes (`hoodied demo`; more of its
 # options in DEMO_ARGS, e.g. DEMO_ARGS="--duration 300 --port 0").

@@ -6,16 +6,21 @@ runs exactly those seeds again."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import shutil
 import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from support.chaos.faults import Tmpfs
 from support.chaos.trial import TrialResult, TrialSpec, run_trial
+from support.s3_faults import FaultProxy
+from support.s3_server import S3Server, moto_available
 from support.zk_server import ZooKeeperServer, zookeeper_available
 
 
@@ -48,14 +53,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"disk_full is not drawn: {no_tmpfs}")
     results: list[TrialResult] = []
     started = time.monotonic()
-    with ZooKeeperServer(work / "zookeeper") as zk:
+    with contextlib.ExitStack() as stack:
+        zk = stack.enter_context(ZooKeeperServer(work / "zookeeper"))
+        s3 = None
+        if "s3" in stores:
+            missing = moto_available()
+            if missing:
+                print(f"cannot run S3 trials: {missing}", file=sys.stderr)
+                return 2
+            server = S3Server(work / "s3")
+            server.start()
+            stack.callback(server.stop)
+            os.environ.update(server.environment())  # the judges read the store directly
+            s3 = (server, stack.enter_context(FaultProxy(server.endpoint)))
         for seed in seeds:
             spec = TrialSpec.of(seed, args.duration, versions=versions, stores=stores)
             if no_tmpfs:
-                spec = TrialSpec(
-                    **{**spec.__dict__, "kinds": tuple(k for k in spec.kinds if k != "disk_full")}
-                )
-            result = run_trial(spec, work / f"seed-{seed}", zk, tmpfs=not no_tmpfs)
+                spec = replace(spec, kinds=tuple(k for k in spec.kinds if k != "disk_full"))
+            result = run_trial(spec, work / f"seed-{seed}", zk, tmpfs=not no_tmpfs, s3=s3)
             results.append(result)
             print(result.summary(), flush=True)
             if result.ok:
@@ -63,9 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     print(report(results, time.monotonic() - started))
     failed = [r.spec.seed for r in results if not r.ok]
     if failed:
-        print(
-            f"failed seeds (run again with --seeds {','.join(map(str, failed))}); their folders are in {work}"
-        )
+        again = ",".join(map(str, failed))
+        print(f"failed seeds (run again with --seeds {again}); their folders are in {work}")
     return 1 if failed else 0
 
 

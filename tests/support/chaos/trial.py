@@ -17,6 +17,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,8 @@ from support.chaos.judge import Verdict, check_no_orphans, check_records, check_
 from support.chaos.ledger import SCHEMA, Ledger
 from support.chaos.writer import HEARTBEAT
 from support.metadata_checks import check_metadata_table
+from support.s3_faults import FaultProxy
+from support.s3_server import S3Server
 from support.server_process import free_port
 from support.zk_server import TcpProxy, ZooKeeperServer
 
@@ -139,6 +142,45 @@ class LocalStore:
         if self.disk is not None:
             self.disk.free()
             self.disk.unmount()
+
+
+class ProxyFaults:
+    """``store_errors`` through the fault-injecting S3 proxy: each time 503s, 500s or resets (drawn from the
+    trial's seed), before the store sees a request or after it applied it (a write landed, answer lost)."""
+
+    def __init__(self, proxy: FaultProxy, rng: random.Random) -> None:
+        self.proxy = proxy
+        self.rng = rng
+
+    def fail(self, rate: float, seconds: float) -> None:
+        kind = self.rng.choice(("503", "500", "reset"))
+        at = self.rng.choice(("request", "response"))
+        self.proxy.inject(kind=kind, rate=rate, at=at, duration=seconds)
+
+    def heal(self) -> None:
+        self.proxy.heal()
+
+
+class S3Store:
+    """The table in a bucket of its own on the S3-compatible server. The replicas and the writer reach it
+    through the fault-injecting proxy (``store_errors``); the trial's own reads (the judge, hudi-rs) go to the
+    server directly, through the environment the campaign sets."""
+
+    def __init__(self, server: S3Server, proxy: FaultProxy, seed: int) -> None:
+        bucket = f"chaos-{seed}-{uuid.uuid4().hex[:8]}"
+        self.server = server
+        self.uri = f"{server.bucket(bucket)}/{TABLE_NAME}"
+        self.env = proxy.environment(server.environment())
+        self.storage_options: dict[str, str] = {}
+        self.disk: Tmpfs | None = None
+        self.faults: StoreFaults | None = ProxyFaults(proxy, random.Random(f"store-{seed}"))
+        self._proxy = proxy
+
+    def keep(self, dest: Path) -> None:
+        self.server.download(self.uri, dest)
+
+    def close(self) -> None:
+        self._proxy.heal()
 
 
 @dataclass
@@ -575,14 +617,37 @@ def _tail(log: Path, lines: int = 20) -> str:
         return "(no log)"
 
 
-def run_trial(spec: TrialSpec, work: Path, zk: ZooKeeperServer, *, tmpfs: bool) -> TrialResult:
-    """One trial with its table on local storage (a tmpfs when ``tmpfs``)."""
+def run_trial(
+    spec: TrialSpec,
+    work: Path,
+    zk: ZooKeeperServer,
+    *,
+    tmpfs: bool,
+    s3: tuple[S3Server, FaultProxy] | None = None,
+) -> TrialResult:
+    """One trial with its table on local storage (a tmpfs when ``tmpfs``), or on S3 (``s3``: the server and
+    the proxy in front of it) when its spec says so."""
     work.mkdir(parents=True, exist_ok=True)
-    store = LocalStore(work, tmpfs=tmpfs)
+    store: TableStore
+    if spec.store == "s3":
+        if s3 is None:
+            raise ValueError(f"{spec.describe()} needs the S3-compatible server")
+        store = S3Store(*s3, spec.seed)
+    else:
+        store = LocalStore(work, tmpfs=tmpfs)
     try:
         return Trial(spec, work, zk, store).run()
     finally:
         store.close()
 
 
-__all__ = ["REPLICAS", "LocalStore", "TableStore", "Trial", "TrialResult", "TrialSpec", "run_trial"]
+__all__ = [
+    "REPLICAS",
+    "LocalStore",
+    "S3Store",
+    "TableStore",
+    "Trial",
+    "TrialResult",
+    "TrialSpec",
+    "run_trial",
+]
