@@ -279,20 +279,8 @@ def rollback_failed_write(
         storage.delete(path)
         deleted.setdefault(posixpath.dirname(path), []).append(storage.full_path(path))
     voided = _void(storage, version, void, rollback.time, instant.time)
-    metadata = RollbackMetadata(
-        start_rollback_time=rollback.time,
-        time_taken_in_millis=int((time.monotonic() - started) * 1000),
-        total_files_deleted=sum(len(v) for v in deleted.values()),
-        commits_rollback=(instant.time,),
-        partition_metadata={
-            p: RollbackPartitionMetadata(
-                partition_path=p,
-                success_delete_files=tuple(deleted.get(p, ())),
-                rollback_log_files=voided.get(p, {}),
-            )
-            for p in sorted(set(deleted) | set(voided))
-        },
-        instants_rollback=(InstantInfo(instant.time, current.action),),
+    metadata = _rollback_metadata(
+        rollback.time, started, InstantInfo(instant.time, current.action), deleted, voided
     )
     with held(lock):
         forget_metadata_instant(storage, lock, instant.time)  # before the data instant goes
@@ -311,6 +299,32 @@ def rollback_failed_write(
     )
     return FailedWriteRollback(
         done, instant.time, tuple(sorted(delete)), tuple(sorted(p for v in voided.values() for p in v))
+    )
+
+
+def _rollback_metadata(
+    rollback_time: str,
+    started: float,
+    target: InstantInfo,
+    deleted: Mapping[str, Sequence[str]],
+    voided: Mapping[str, Mapping[str, int]],
+) -> RollbackMetadata:
+    """The metadata of a failed write's rollback that deleted ``deleted`` and voided ``voided`` (by partition:
+    full paths, and new log files with their sizes), started at monotonic time ``started``."""
+    return RollbackMetadata(
+        start_rollback_time=rollback_time,
+        time_taken_in_millis=int((time.monotonic() - started) * 1000),
+        total_files_deleted=sum(len(v) for v in deleted.values()),
+        commits_rollback=(target.commit_time,),
+        partition_metadata={
+            p: RollbackPartitionMetadata(
+                partition_path=p,
+                success_delete_files=tuple(deleted.get(p, ())),
+                rollback_log_files=dict(voided.get(p, {})),
+            )
+            for p in sorted(set(deleted) | set(voided))
+        },
+        instants_rollback=(target,),
     )
 
 
@@ -438,17 +452,7 @@ def finish_orphaned_rollbacks(storage: Storage, lock: LockProvider) -> list[Inst
             if storage.exists(path):
                 storage.delete(path)
                 deleted.setdefault(posixpath.dirname(path), []).append(storage.full_path(path))
-        metadata = RollbackMetadata(
-            start_rollback_time=rollback.time,
-            time_taken_in_millis=int((time.monotonic() - started) * 1000),
-            total_files_deleted=sum(len(v) for v in deleted.values()),
-            commits_rollback=(target.commit_time,),
-            partition_metadata={
-                p: RollbackPartitionMetadata(partition_path=p, success_delete_files=tuple(f))
-                for p, f in sorted(deleted.items())
-            },
-            instants_rollback=(InstantInfo(target.commit_time, target.action),),
-        )
+        metadata = _rollback_metadata(rollback.time, started, target, deleted, {})
         with held(lock):
             forget_metadata_instant(storage, lock, target.commit_time)
             inflight = rollback if rollback.state is State.INFLIGHT else writer.start(rollback)

@@ -36,6 +36,7 @@ from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import CLEAN, CLUSTERING, COMMIT, INDEXING, State
 from hoodie.timeline.metadata import decode_index_commit_metadata, decode_index_plan
 from hoodie.timeline.writer import TimelineWriter
+from support import key_value_tables as kv
 from support.compare import assert_same_rows
 from support.daemon_tables import cow_table
 from support.hudi_oracle import HudiOracle, OracleRows, Query
@@ -356,25 +357,11 @@ def test_writes_while_the_index_is_built_are_not_caught_up_again(tmp_path: Path,
     back (the chaos campaign found deleted keys in the record index). Only writes that wrote no
     metadata-table deltacommit are caught up."""
     root = tmp_path / "t"
-    schema = pa.schema([("key", pa.string()), ("part", pa.string()), ("value", pa.int64())])
-    writer = TableWriter.create(
-        str(root),
-        name="t",
-        table_type=table_type,  # type: ignore[arg-type]
-        table_version=9,
-        schema=schema,
-        record_key_fields=["key"],
-        partition_fields=["part"],
-    )
+    writer = kv.create(root, table_type, 9)  # type: ignore[arg-type]
 
     def rows(keys: range, value: int) -> pa.Table:
-        return pa.table(
-            {
-                "key": [f"k{k}" for k in keys],
-                "part": [f"p{k % 2}" for k in keys],
-                "value": [value] * len(keys),
-            },
-            schema=schema,
+        return pa.concat_tables(
+            kv.rows([f"k{k}" for k in keys if k % 2 == p], value, f"p{p}") for p in (0, 1)
         )
 
     writer.upsert(rows(range(0, 40), 0))
@@ -384,7 +371,7 @@ def test_writes_while_the_index_is_built_are_not_caught_up_again(tmp_path: Path,
     job = INDEXING_SERVICE.prepare(storage, lock, None, {})
     results = [job.run_task(t, f"{i}-0-{i}") for i, t in enumerate(job.tasks)]
     writer.upsert(rows(range(40, 60), 1))  # new keys, while the index is built ...
-    writer.delete(rows(range(45, 55), 2).select(["key", "part"]))  # ... some of them deleted again
+    writer.delete(rows(range(45, 55), 0).select(["key", "part"]))  # ... some of them deleted again
     job.commit(results, None)
     check_metadata_table(root, "after the index caught up")
     assert Table.open(str(root)).read().num_rows == 50
@@ -395,25 +382,16 @@ def test_the_metadata_table_is_not_compacted_while_an_index_is_built(tmp_path: P
     between would apply the newer deletes to a base file the built records then land on top of (the chaos
     campaign found deleted keys in the record index). The compaction waits until the indexing completed."""
     root = tmp_path / "t"
-    schema = pa.schema([("key", pa.string()), ("part", pa.string()), ("value", pa.int64())])
-    writer = TableWriter.create(
-        str(root),
-        name="t",
-        table_type="MERGE_ON_READ",
-        table_version=8,
-        schema=schema,
-        record_key_fields=["key"],
-        partition_fields=["part"],
-    )
+    writer = kv.create(root, "MERGE_ON_READ", 8)
     keys = [f"k{n:03d}" for n in range(30)]
-    writer.upsert(pa.table({"key": keys, "part": ["p"] * 30, "value": [0] * 30}, schema=schema))
+    writer.upsert(kv.rows(keys, 0))
     storage = Storage.for_uri(str(root))
     lock = FileSystemLock(storage)
     schedule_indexing(storage, lock, ["record_index"])
     job = INDEXING_SERVICE.prepare(storage, lock, None, {})
     results = [job.run_task(t, f"{i}-0-{i}") for i, t in enumerate(job.tasks)]
     for n in range(3):  # deletes while the index is built ...
-        writer.delete(pa.table({"key": [keys[n]], "part": ["p"]}))
+        writer.delete(kv.keys([keys[n]]))
     assert compact_if_due(storage, lock, max_delta_commits=1) is None  # ... and no compaction meanwhile
     job.commit(results, None)
     assert compact_if_due(storage, lock, max_delta_commits=1) is not None

@@ -61,6 +61,7 @@ from hoodie.timeline.metadata import (
     decode_rollback_metadata,
 )
 from support import compaction_checks
+from support import key_value_tables as kv
 from support.compare import assert_same_rows
 from support.fixture_tables import discover_tables, fixtures_missing_reason
 from support.hudi_oracle import HudiOracle, OracleRows, Query
@@ -583,28 +584,15 @@ def test_a_log_compaction_does_not_put_a_deleted_key_back_in_the_record_index(tm
     """A log compaction restates records already indexed: indexing them again under its instant, later than a
     write that deleted one of them after the log compaction was planned, put the deleted key back in the
     record index (found by the chaos campaign)."""
-    schema = pa.schema([("key", pa.string()), ("part", pa.string()), ("value", pa.int64())])
     root = tmp_path / "t"
-    writer = TableWriter.create(
-        str(root),
-        name="t",
-        table_type="MERGE_ON_READ",
-        table_version=8,
-        schema=schema,
-        record_key_fields=["key"],
-        partition_fields=["part"],
-    )
-
-    def rows(keys: list[str], value: int) -> pa.Table:
-        return pa.table({"key": keys, "part": ["p"] * len(keys), "value": [value] * len(keys)}, schema=schema)
-
-    writer.upsert(rows(["a", "b", "c"], 0))
+    writer = kv.create(root, "MERGE_ON_READ", 8)
+    writer.upsert(kv.rows(["a", "b", "c"], 0))
     storage = Storage.for_uri(str(root))
     lock = FileSystemLock(storage)
     schedule_indexing(storage, lock, ["record_index"])
     run_indexing(storage, lock)
     for value in (1, 2):
-        writer.upsert(rows(["a", "b"], value))
+        writer.upsert(kv.rows(["a", "b"], value))
     planned: list[Instant] = []
 
     def plan_now(_: str) -> None:  # the delete is requested, then the log compaction planned: it is newer
@@ -613,7 +601,7 @@ def test_a_log_compaction_does_not_put_a_deleted_key_back_in_the_record_index(tm
         planned.append(scheduled.instant)
 
     writer.on_requested = plan_now
-    writer.delete(rows(["b"], 0).select(["key", "part"]))  # pending at the plan: not in the log compaction
+    writer.delete(kv.keys(["b"]))  # pending at the plan: not in the log compaction
     writer.on_requested = None
     run_in_process(LOG_COMPACTION_SERVICE.prepare(storage, lock, planned[0].time, {}))
     assert sorted(Table.open(str(root)).read(columns=["key"]).column("key").to_pylist()) == ["a", "c"]

@@ -25,6 +25,7 @@ from hoodie.log.block import BlockType, iter_blocks
 from hoodie.storage import Storage
 from hoodie.testing.generate import TRIPS_SCHEMA, GenerateSpec, TripGenerator, generate_table
 from hoodie.testing.table_writer import TableWriter, WriteConfig
+from support import key_value_tables as kv
 from support.compare import assert_same_rows
 from support.hudi_oracle import HudiOracle, OracleRows, Query
 from support.writer_tables import live_table
@@ -317,29 +318,16 @@ def test_a_record_living_only_in_a_log_file_is_found_by_a_later_delete(tmp_path:
     """A key deleted by a log block and updated while a compaction of its group was pending lives on in the
     new slice's log alone (the compaction rewrote the base without it). Tagging by base files alone took the
     next delete for a key the table lacked and dropped it (found by the chaos campaign)."""
-    schema = pa.schema([("key", pa.string()), ("part", pa.string()), ("value", pa.int64())])
     root = tmp_path / "t"
-    writer = TableWriter.create(
-        str(root),
-        name="t",
-        table_type="MERGE_ON_READ",
-        table_version=8,
-        schema=schema,
-        record_key_fields=["key"],
-        partition_fields=["part"],
-    )
-
-    def rows(keys: list[str], value: int) -> pa.Table:
-        return pa.table({"key": keys, "part": ["p"] * len(keys), "value": [value] * len(keys)}, schema=schema)
-
-    writer.upsert(rows(["a", "b", "c"], 1))
-    writer.delete(rows(["b"], 0).select(["key", "part"]))
+    writer = kv.create(root, "MERGE_ON_READ", 8)
+    writer.upsert(kv.rows(["a", "b", "c"], 1))
+    writer.delete(kv.keys(["b"]))
     storage = Storage.for_uri(str(root))
     lock = FileSystemLock(storage)
     scheduled = schedule_compaction(storage, lock)
     assert scheduled.instant is not None
-    writer.upsert(rows(["b"], 2))  # tagged to the base file that still holds "b"
+    writer.upsert(kv.rows(["b"], 2))  # tagged to the base file that still holds "b"
     compact_in_process(storage, lock)  # the new base file lacks "b": it lives in the log alone
     assert sorted(Table.open(str(root)).read(columns=["key"]).column("key").to_pylist()) == ["a", "b", "c"]
-    writer.delete(rows(["b"], 0).select(["key", "part"]))
+    writer.delete(kv.keys(["b"]))
     assert sorted(Table.open(str(root)).read(columns=["key"]).column("key").to_pylist()) == ["a", "c"]
