@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             if missing:
                 print(f"cannot run S3 trials: {missing}", file=sys.stderr)
                 return 2
+            (work / "s3").mkdir(exist_ok=True)
             server = S3Server(work / "s3")
             server.start()
             stack.callback(server.stop)
