@@ -20,7 +20,9 @@ at or after any of:
   compaction (none yet: nothing is archived), so that the metadata table never holds log records of
   instants the data timeline no longer knows; layout 1 applies it to every candidate, cleans included;
 - the first savepoint (``hoodie.archive.beyond.savepoint`` false, the default), or with it true exactly the
-  savepointed commits are kept.
+  savepointed commits are kept;
+- ours, not Hudi's: a MERGE_ON_READ deltacommit that completed after the compaction of its file slice was
+  planned, while its log file lies in a latest slice (:func:`_earliest_straddling_log`).
 
 Then completed cleans and rollbacks older than the newest archived commit go too (layout 1: per action, those
 beyond ``hoodie.keep.max.commits`` down to the minimum). Savepoints, restores and indexing instants are never
@@ -235,6 +237,10 @@ def _boundaries(inputs: ArchivalInputs, clean: CleanConfig, trigger: TriggerConf
     clustering = _earliest_for_clustering(timeline, inputs.last_clean_plan, clean)
     if clustering is not None:
         out["replacecommits not yet cleaned"] = clustering
+    if inputs.data_timeline is None:
+        straddling = _earliest_straddling_log(table)
+        if straddling is not None:
+            out["a deltacommit that completed after its slice's compaction was planned"] = straddling
     mdt = inputs.metadata_table
     if mdt.present:
         if mdt.latest_compaction is None:
@@ -250,6 +256,38 @@ def _boundaries(inputs: ArchivalInputs, clean: CleanConfig, trigger: TriggerConf
         if data_bound is not None:
             out["the data table's timeline"] = data_bound
     return out
+
+
+def _earliest_straddling_log(table: Table) -> str | None:
+    """The earliest deltacommit whose log file lies in a latest file slice with a younger base file, or
+    ``None``. Such a deltacommit was still running when the compaction that made the base file was planned,
+    and completed after it: its log file belongs to the new slice by its completion time only. Once it is
+    archived, a reader that slices by the active timeline alone (hudi-rs; Hudi's own readers load archived
+    completion times) places the log file in the slice before and misses its records (found by the chaos
+    campaign). It stays until a newer compaction or clustering rewrote its file group. A first look at the
+    timeline (a deltacommit completed after a later-planned compaction) spares the listing of file slices
+    when nothing straddles."""
+    timeline = table.timeline
+    if table.config.table_type is not TableType.MERGE_ON_READ or timeline.layout_version < 2:
+        return None
+    compactions = [i.time for i in timeline.instants if timeline.was_compaction(i.time)]
+    suspects = [
+        w
+        for w in timeline.completed()
+        if w.action == DELTA_COMMIT
+        and w.completion_time is not None
+        and any(w.time < c < w.completion_time for c in compactions)
+    ]
+    if not suspects:
+        return None
+    suspect_times = {w.time for w in suspects}
+    straddling = [
+        log.instant
+        for s in table.file_slices()
+        for log in s.log_files
+        if log.instant < s.base_instant and log.instant in suspect_times
+    ]
+    return min(straddling) if straddling else None
 
 
 def _earliest_for_compaction(timeline: Timeline, max_delta_commits: int) -> str | None:

@@ -35,6 +35,7 @@ from hoodie.timeline.archived.load import load_archived_timeline
 from hoodie.timeline.instant import CLEAN, COMMIT, DELTA_COMMIT, REPLACE_COMMIT, State
 from hoodie.timeline.timeline import Timeline
 from hoodied.cli import main
+from support import key_value_tables as kv
 from support.compare import assert_same_rows
 from support.hudi_oracle import HudiOracle, OracleRows, Query
 from support.metadata_checks import check_metadata_table
@@ -290,3 +291,41 @@ def test_hudi_written_tables_with_a_history_and_a_metadata_table(
     assert {i.time for i in mdt.archived} <= {i.time for i in mdt_history.completed()} | {
         e.time for e in mdt_history
     }
+
+
+def test_a_deltacommit_completed_after_its_slices_compaction_was_planned_is_not_archived(
+    tmp_path: Path, hudi_oracle: HudiOracle
+) -> None:
+    """A deltacommit still running when the compaction of its file slice was planned writes its log file into
+    the new slice (by its completion time). Once archived, hudi-rs (which slices by the active timeline
+    alone) put the log in the slice before and read the records it updated with their old values (found by
+    the chaos campaign); archival keeps it until a newer compaction rewrote its file group."""
+    root = tmp_path / "t"
+    writer = kv.create(root, "MERGE_ON_READ", 8)
+    writer.upsert(kv.rows(["a", "b"], 0))
+    writer.upsert(kv.rows(["a"], 1))  # a log file for the compaction to compact
+    storage = Storage.for_uri(str(root))
+    lock = FileSystemLock(storage)
+    straddling: list[str] = []
+
+    def plan_compaction(instant_time: str) -> None:  # the update runs while the compaction is planned
+        straddling.append(instant_time)
+        assert schedule_compaction(storage, lock).instant is not None
+
+    writer.on_requested = plan_compaction
+    writer.upsert(kv.rows(["a"], 2))
+    writer.on_requested = None
+    compact_in_process(storage, lock)
+    for n in range(12):  # enough commits to archive, none in the group of "a"
+        writer.upsert(kv.rows([f"k{n}"], 2, part="q"))
+    archive(storage, lock, SETTINGS)
+    table = Table.open(str(root))
+    assert table.timeline.get(straddling[0]) is not None, "the straddling deltacommit stays active"
+    [theirs] = ask(hudi_oracle, root, [Query.snapshot()])
+    assert isinstance(theirs, pa.Table), theirs
+    values = dict(zip(theirs.column("key").to_pylist(), theirs.column("value").to_pylist(), strict=True))
+    assert values["a"] == 2, "hudi-rs reads the update"
+    schedule_compaction(storage, lock)  # the group of "a" compacted again: now it may go
+    compact_in_process(storage, lock)
+    archive(storage, lock, SETTINGS)
+    assert Table.open(str(root)).timeline.get(straddling[0]) is None
