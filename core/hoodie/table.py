@@ -710,25 +710,26 @@ _WRITES = frozenset({COMMIT, DELTA_COMMIT})
 def rolled_back_times(storage: Storage, timeline: Timeline) -> frozenset[str]:
     """The writes (commits and deltacommits) the rollbacks and restores on ``timeline`` rolled back, or are
     rolling back (a pending rollback's plan names its instant): removed for good, never to complete. A
-    table service's rollback is left out: its instant goes back to requested and completes later."""
+    table service's rollback is left out: its instant goes back to requested and completes later. A
+    rollback whose file does not say (an old Hudi's empty plan, no instant actions) counts for nothing, as
+    Hudi's readers count it."""
     out: set[str] = set()
     for instant in timeline:
-        if instant.action == ROLLBACK:
-            if instant.state is State.COMPLETED:
+        try:
+            if instant.action == ROLLBACK and instant.state is State.COMPLETED:
                 done = storage.read(timeline.file_of(instant.time, State.COMPLETED))
-                out.update(
-                    i.commit_time
-                    for i in decode_rollback_metadata(done).instants_rollback
-                    if i.action in _WRITES
-                )
-            else:
+                rolled = decode_rollback_metadata(done).instants_rollback
+                out.update(i.commit_time for i in rolled if i.action in _WRITES)
+            elif instant.action == ROLLBACK:
                 plan = decode_rollback_plan(storage.read(timeline.file_of(instant.time, State.REQUESTED)))
                 target = plan.instant_to_rollback
                 if target is not None and target.action in _WRITES:
                     out.add(target.commit_time)
-        elif instant.action == RESTORE and instant.state is State.COMPLETED:
-            restored = decode_restore_metadata(storage.read(timeline.file_of(instant.time, State.COMPLETED)))
-            out.update(restored.instants_to_rollback)
+            elif instant.action == RESTORE and instant.state is State.COMPLETED:
+                done = storage.read(timeline.file_of(instant.time, State.COMPLETED))
+                out.update(decode_restore_metadata(done).instants_to_rollback)
+        except (KeyError, FileNotFoundError, HoodieError) as e:
+            log.debug("cannot tell what %s rolled back: %s", instant, e)
     return frozenset(out)
 
 
