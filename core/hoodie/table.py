@@ -194,6 +194,22 @@ class Table:
         except CorruptTimelineFile as e:
             raise CorruptTimelineFile(f"{self.base_path}/{path}: {e}") from e
 
+    def inflight_metadata(self, instant: Instant) -> CommitMetadata | None:
+        """What a pending write's inflight file says it has written so far, or None: the instant is only
+        requested, its inflight file is empty (Hudi writes it so at first), cannot be decoded, or is gone
+        (rolled back meanwhile). The markers of the write name its files whatever this returns."""
+        if instant.state is not State.INFLIGHT:
+            return None
+        try:
+            data = self.storage.read(self.timeline.file_of(instant.time, State.INFLIGHT))
+            if not data:
+                return None
+            return decode_commit_metadata(
+                data, table_version=self.config.table_version, action=instant.action
+            )
+        except (KeyError, FileNotFoundError, CorruptTimelineFile):
+            return None
+
     @cached_property
     def merge_rules(self) -> MergeRules:
         cfg = self.config

@@ -29,13 +29,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hoodie.errors import CorruptTimelineFile
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroupId
 from hoodie.log.log_file import LogFile
 from hoodie.table import Table
-from hoodie.timeline.instant import WRITE_ACTIONS, Instant, State
-from hoodie.timeline.metadata import CommitMetadata, decode_commit_metadata
+from hoodie.timeline.instant import WRITE_ACTIONS, Instant
+from hoodie.timeline.metadata import CommitMetadata
 from hoodie.write.markers import IOType, Markers
 
 #: How many of the latest writer commits make a file group "recently written" (hoodied's key; 0: none).
@@ -108,16 +107,9 @@ def pending_write_groups(table: Table, instant: Instant) -> set[FileGroupId]:
             base = BaseFile.try_parse(marker.file_name)
             if base is not None:
                 out.add(FileGroupId(marker.partition, base.file_id))
-    if instant.state is State.INFLIGHT:
-        try:
-            data = table.storage.read(table.timeline.file_of(instant.time, State.INFLIGHT))
-            if data:
-                md = decode_commit_metadata(
-                    data, table_version=table.config.table_version, action=instant.action
-                )
-                out |= {FileGroupId(s.partition_path or "", s.file_id) for s in md.write_stats if s.file_id}
-        except (KeyError, FileNotFoundError, CorruptTimelineFile):
-            pass  # an inflight file we cannot read (or gone: rolled back) names nothing; markers still do
+    md = table.inflight_metadata(instant)
+    if md is not None:
+        out |= {FileGroupId(s.partition_path or "", s.file_id) for s in md.write_stats if s.file_id}
     return out
 
 

@@ -55,7 +55,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hoodie.config import TableConfig
-from hoodie.errors import CommitConflict, CorruptBaseFile, CorruptTimelineFile, NothingToDo
+from hoodie.errors import CommitConflict, CorruptBaseFile, NothingToDo
 from hoodie.failpoints import failpoint
 from hoodie.file_group.file_group import FileSlice
 from hoodie.keygen import record_keys
@@ -75,7 +75,7 @@ from hoodie.storage import Storage, StorageRef
 from hoodie.table import RECORD_KEY, Table
 from hoodie.timeline.instant import REPLACE_COMMIT, WRITE_ACTIONS, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
-from hoodie.timeline.metadata import CommitMetadata, decode_commit_metadata
+from hoodie.timeline.metadata import CommitMetadata
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.ttl.plan import (
     OPERATION_TYPE,
@@ -219,16 +219,9 @@ def touched_since(table: Table, instant_time: str, partitions: set[str]) -> dict
 def _pending_partitions(table: Table, instant: Instant) -> set[str]:
     """Partitions a pending write has written to so far: its markers, and its inflight metadata's stats."""
     out = {m.partition for m in Markers(table.storage, instant.time).list()}
-    if instant.state is State.INFLIGHT:
-        try:
-            data = table.storage.read(table.timeline.file_of(instant.time, State.INFLIGHT))
-            if data:
-                md = decode_commit_metadata(
-                    data, table_version=table.config.table_version, action=instant.action
-                )
-                out |= {s.partition_path or "" for s in md.write_stats if s.file_id or s.path}
-        except (KeyError, FileNotFoundError, CorruptTimelineFile):
-            pass  # unreadable or gone (rolled back): its markers still say where it writes
+    md = table.inflight_metadata(instant)
+    if md is not None:
+        out |= {s.partition_path or "" for s in md.write_stats if s.file_id or s.path}
     return out
 
 
