@@ -6,13 +6,15 @@ interval with jitter (one poll at a time, a late poll coalesced), and its worker
 
 Shutdown (SIGTERM or SIGINT): stop claiming; running jobs get ``jobs.shutdown_grace`` seconds to finish,
 then their Spark job groups are cancelled (they stay retryable: rolled back to requested, or inflight for the
-next claim holder); claims are released, ZooKeeper and Spark stopped; the exit status is 0.
+next claim holder); claims are released, ZooKeeper and Spark stopped; the exit status is 0. A second signal
+exits at once (status 1). Signals are acted on by a thread of their own (:mod:`hoodied.signals`).
 
 ``--once``: one poll, run what it found (scheduling included), exit. For cron-style use and tests.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -40,6 +42,7 @@ from hoodied.health import HealthServer, Heartbeats
 from hoodied.logs import setup_logging
 from hoodied.metrics import Metrics
 from hoodied.ownership import decide
+from hoodied.signals import StopSignals
 from hoodied.spark import SparkConfig, spark_session
 from hoodied.supervisor import Supervisor
 from hoodied.work import WatchedTable, read_last_results
@@ -133,6 +136,7 @@ class Daemon:
         self._spark_lock = threading.Lock()
         self._work_dir: str | None = None
         self.supervisor: Supervisor | None = None
+        self._signals = StopSignals(self._on_stop_signal)
 
     def spark(self) -> SparkSession:
         with self._spark_lock:
@@ -182,7 +186,7 @@ class Daemon:
         for warning in config.warnings:
             logger.warning("%s: %s", config.source, warning)
         if handle_signals:
-            self._install_signals()
+            self._signals.install()
         coordination = self._coordination()
         self.spark()
         self.supervisor = Supervisor(config, coordination, self.metrics, self.heartbeats, self.spark)
@@ -255,6 +259,7 @@ class Daemon:
             logger.warning("cancelled the jobs still running after %.0f s; they stay retryable", grace)
 
     def _close(self) -> None:
+        self._signals.restore()
         if self.health is not None:
             self.health.stop()
         if self.zookeeper is not None:
@@ -276,19 +281,19 @@ class Daemon:
             self.supervisor.stop_claiming()
         self.shutdown.set()
 
-    def _install_signals(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-
-        def handle(signum: int, frame: object) -> None:
-            if self.shutdown.is_set():
-                logger.warning("second %s: exiting now", signal.Signals(signum).name)
-                raise SystemExit(1)
-            logger.info("%s received: draining", signal.Signals(signum).name)
+    def _on_stop_signal(self, signum: int, count: int) -> None:
+        """The first SIGTERM/SIGINT drains (:meth:`stop`), the second exits at once. Called on the signal
+        thread of :mod:`hoodied.signals`, never inside a signal handler."""
+        name = signal.Signals(signum).name
+        if count == 1:
+            logger.info("%s received: draining", name)
             self.stop()
-
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+            return
+        logger.warning("second %s: exiting now", name)
+        for handler in logging.getLogger().handlers:
+            with contextlib.suppress(Exception):
+                handler.flush()
+        os._exit(1)
 
 
 def _now() -> object:

@@ -35,6 +35,7 @@ from hoodied.demo.table import (
 )
 from hoodied.demo.writer import WriterProcess
 from hoodied.logs import setup_logging
+from hoodied.signals import StopSignals
 from hoodied.spark import java_available
 
 if TYPE_CHECKING:
@@ -60,32 +61,26 @@ def _check_port(port: int) -> None:
 
 class _Stop:
     """SIGINT/SIGTERM while the demo runs: the first ends the demo in order, the second skips waiting for
-    pending table services, the third exits at once."""
+    pending table services, the third exits at once (acted on off the signal handler:
+    :mod:`hoodied.signals`)."""
 
     def __init__(self) -> None:
         self.requested = threading.Event()
         self.hurry = threading.Event()
-        self.signals = 0
         self.reason = ""
-        self._previous: dict[int, Any] = {}
+        self._signals = StopSignals(self._on_signal)
 
     def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self._previous[signum] = signal.signal(signum, self._handle)
+        self._signals.install()
 
     def restore(self) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous.clear()
+        self._signals.restore()
 
-    def _handle(self, signum: int, frame: object) -> None:
-        self.signals += 1
-        if self.signals == 1:
+    def _on_signal(self, signum: int, count: int) -> None:
+        if count == 1:
             self.reason = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
             self.requested.set()
-        elif self.signals == 2:
+        elif count == 2:
             self.hurry.set()
         else:
             os._exit(130)

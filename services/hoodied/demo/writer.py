@@ -28,6 +28,7 @@ from hoodie.testing.generate import TripGenerator
 from hoodie.testing.table_writer import TableWriter
 from hoodie.write.failed_writes import FAILED_WRITE_ACTIONS, rollback_failed_write
 from hoodied.demo.table import DemoOptions
+from hoodied.signals import StopSignals
 
 if TYPE_CHECKING:
     pass
@@ -77,7 +78,7 @@ def writer_main(argv: Sequence[str]) -> int:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop (Ctrl-C reaches both)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    StopSignals(lambda signum, count: stop.set(), signums=(signal.SIGTERM,)).install()
     threading.Thread(target=_stop_at_eof, args=(stop,), name="stdin", daemon=True).start()
 
     writer = TableWriter.open(args.path)

@@ -5,7 +5,8 @@ appears or ``--batches`` are done.
 
 A batch that fails (a conflict with a clustering, a lock timeout, a storage error, a full disk) is recorded
 as failed and not retried: it is simply not part of the table. After a SIGKILL the next start goes on with the
-next batch number; the killed commit is left for the LAZY clean to roll back once its heartbeat expired.
+next batch number; the killed commit is left for the LAZY clean to roll back once its heartbeat expired. A
+start during an outage of the store waits for it (``OPEN_PATIENCE``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from hoodie.errors import StorageError
+from hoodie.lock import LockProvider
 from hoodie.testing.table_writer import TableWriter, WriteConfig
 from hoodie.write.failed_writes import HeartbeatConfig
 from hoodied.coordination import identity
@@ -25,6 +28,8 @@ from support.chaos.ledger import Ledger, batch
 
 #: The writers' heartbeat (hoodie.client.heartbeat.*): a killed commit is a failed write after 2 s.
 HEARTBEAT = HeartbeatConfig(interval_ms=1000, tolerable_misses=2)
+#: Seconds a (re)started writer waits for the store to answer before it gives up.
+OPEN_PATIENCE = 120.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,11 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     def requested(instant_time: str) -> None:
         ledger.append(batch=number, event="requested", instant=instant_time)
 
-    writer = TableWriter.open(
-        args.table,
-        lock=zookeeper.table_lock(args.lock_path, acquire_timeout=20.0),
-        config=WriteConfig(heartbeat=HEARTBEAT, small_file_limit=60_000, lock_timeout_seconds=20.0),
-    )
+    writer = _open(args.table, zookeeper.table_lock(args.lock_path, acquire_timeout=20.0), stop)
     writer.on_requested = requested
     try:
         while number < args.batches and not stop.exists():
@@ -71,6 +72,23 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         zookeeper.stop()
     return 0
+
+
+def _open(table: str, lock: LockProvider, stop: Path) -> TableWriter:
+    """Open the table, waiting out an outage of the store as a streaming writer's restart does (a writer
+    started again during a 100% outage must not count as one that exited by itself)."""
+    deadline = time.monotonic() + OPEN_PATIENCE
+    while True:
+        try:
+            return TableWriter.open(
+                table,
+                lock=lock,
+                config=WriteConfig(heartbeat=HEARTBEAT, small_file_limit=60_000, lock_timeout_seconds=20.0),
+            )
+        except StorageError:
+            if time.monotonic() > deadline or stop.exists():
+                raise
+            time.sleep(1.0)
 
 
 if __name__ == "__main__":
