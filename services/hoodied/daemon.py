@@ -185,10 +185,10 @@ class Daemon:
         logger.info("hoodied replica %s starting (%s)", config.replica, config.source)
         for warning in config.warnings:
             logger.warning("%s: %s", config.source, warning)
-        if handle_signals:
-            self._signals.install()
         coordination = self._coordination()
         self.spark()
+        if handle_signals:  # after Spark, whose context puts a SIGINT handler of its own in place
+            self._signals.install()
         self.supervisor = Supervisor(config, coordination, self.metrics, self.heartbeats, self.spark)
         if config.metrics.port is not None:
             health = HealthServer(
