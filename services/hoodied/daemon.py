@@ -137,6 +137,7 @@ class Daemon:
         self._work_dir: str | None = None
         self.supervisor: Supervisor | None = None
         self._signals = StopSignals(self._on_stop_signal)
+        self._polling = threading.Lock()  # held by the poll under way (see _drain)
 
     def spark(self) -> SparkSession:
         with self._spark_lock:
@@ -241,11 +242,14 @@ class Daemon:
 
     def _poll(self) -> None:
         assert self.supervisor is not None
-        try:
-            self.supervisor.poll()
-        except Exception as e:  # the schedule must survive anything a poll throws
-            self.heartbeats.last_error = f"{type(e).__name__}: {e}"
-            logger.exception("poll failed")
+        with self._polling:
+            if self.shutdown.is_set():
+                return
+            try:
+                self.supervisor.poll()
+            except Exception as e:  # the schedule must survive anything a poll throws
+                self.heartbeats.last_error = f"{type(e).__name__}: {e}"
+                logger.exception("poll failed")
 
     def _drain(self) -> None:
         assert self.supervisor is not None
@@ -253,10 +257,17 @@ class Daemon:
         grace = self.config.jobs.shutdown_grace
         running = self.supervisor.running
         logger.info("shutting down: %d job(s) running, waiting up to %.0f s", len(running), grace)
+        began = time.monotonic()
         if self.supervisor.drain(grace):
             logger.info("every job ended; stopping")
         else:
             logger.warning("cancelled the jobs still running after %.0f s; they stay retryable", grace)
+        # A poll under way may be scheduling under the table lock: ZooKeeper (and with it the lock) is closed
+        # only once it ended, or the plan could be written by a process that no longer holds the lock.
+        if self._polling.acquire(timeout=max(1.0, grace - (time.monotonic() - began))):
+            self._polling.release()
+        else:
+            logger.warning("a poll still under way after the shutdown grace; closing ZooKeeper all the same")
 
     def _close(self) -> None:
         self._signals.restore()

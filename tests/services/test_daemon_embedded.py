@@ -6,7 +6,10 @@ results for ``hoodied status`` and metrics for Prometheus."""
 from __future__ import annotations
 
 import json
+import logging
 import textwrap
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -267,3 +270,43 @@ def test_damaged_committed_data_gives_the_instant_up_at_once(tmp_path: Path, spa
     assert now is not None
     assert now.state is State.REQUESTED
     assert_same_snapshot(before, snapshot(root), "orders")
+
+
+def test_a_stop_waits_for_the_poll_scheduling_under_the_lock(
+    tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stop while a poll schedules under the table lock ends the daemon only once the plan is written:
+    closing the coordination first let the plan be written by a replica that no longer held the lock (found
+    by the chaos campaign: "cannot schedule clustering: LockLost" after "stopped", and its plan on the
+    timeline)."""
+    root = tmp_path / "trips"
+    generate_table(str(root), GenerateSpec(table_version=9, rows=100, commits=3, partitions=1, seed=5))
+    config = _config(
+        tmp_path,
+        f"""
+        metrics: {{port: null}}
+        poll_interval: 1s
+        tables:
+          - path: {root}
+            services: [compaction]
+            schedule: [compaction]
+            hoodie: {{hoodie.compact.inline.max.delta.commits: 2}}
+        """,
+    )
+    monkeypatch.setenv("HOODIE_FAILPOINTS", "schedule.under_lock=sleep:4")
+    daemon = Daemon(config, spark=spark)
+    runner = threading.Thread(target=lambda: daemon.run(handle_signals=False), daemon=True)
+    caplog.set_level(logging.INFO)
+    runner.start()
+    deadline = time.monotonic() + 60
+    while not any("schedule.under_lock" in r.getMessage() for r in caplog.records):
+        assert time.monotonic() < deadline, "the poll never scheduled"
+        time.sleep(0.05)
+    daemon.stop()
+    runner.join(60)
+    assert not runner.is_alive()
+    stopped = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("scheduled compaction") for m in stopped), stopped  # before the daemon ended
+    assert not any("cannot schedule" in m for m in stopped), stopped
+    pending = Table.open(str(root)).timeline.pending_compactions()
+    assert [i.state for i in pending] == [State.REQUESTED]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from hoodie.errors import HoodieError, NothingToDo
+from hoodie.failpoints import failpoint
 from hoodie.lock import LockProvider, held
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -67,6 +68,7 @@ def request_planned(
         logger.debug("%s of %s not scheduled: %s", what, storage.uri, ahead.reason)
         return None, ahead
     with held(lock):
+        failpoint("schedule.under_lock")
         instant_time = generator.next(storage, table.config)
         view = Table.load(storage)  # the view at the instant time, under the lock
         result = plan(view, instant_time)
