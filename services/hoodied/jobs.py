@@ -102,7 +102,9 @@ def run_service_job(
     """
     started = time.monotonic()
     settings = settings or {}
-    job = _prepare(service, storage, lock, instant_time, settings, table, replica, foreign_after)
+    job, attempt = _prepare(
+        service, storage, lock, instant_time, settings, table, replica, foreign_after, fence
+    )
     sizing = sizing or SizingSettings()
     executor = None
     if spark is not None:
@@ -131,7 +133,7 @@ def run_service_job(
         else:
             results = _run_in_driver(job)
     except Exception as e:  # Py4JJavaError carries the Python traceback of the failed task
-        _failed(e, spark if on_executors else None, storage, lock, job, fence)
+        _failed(e, spark if on_executors else None, storage, lock, job, fence, attempt)
     done = job.commit(results, fence)
     forget_start(storage, job.service, done.instant.time)
     seconds = time.monotonic() - started
@@ -147,13 +149,15 @@ def _prepare(
     table: Table | None,
     replica: str,
     foreign_after: float,
-) -> ServiceJob[Any, Any]:
-    """The service's prepare step, with the instant's start recorded first (see :func:`run_service_job`)."""
+    fence: Fence | None,
+) -> tuple[ServiceJob[Any, Any], str | None]:
+    """The service's prepare step, with the instant's start recorded first (see :func:`run_service_job`);
+    returns the job and the token of the start record written (``None``: nothing was pending)."""
     view = table or Table.load(storage)
     pending = service.pending(view)
     instant = next((i for i in pending if instant_time in (None, i.time)), None)
     if instant is None:  # nothing pending: the service's prepare says so in its own words
-        return service.prepare(storage, lock, instant_time, settings, view)
+        return service.prepare(storage, lock, instant_time, settings, view), None
     if instant.state is State.INFLIGHT:
         verdict = decide(view, service.name, instant, settings, foreign_after)
         if not verdict.allowed:
@@ -164,12 +168,15 @@ def _prepare(
             logger.warning(
                 "taking over %s %s of %s: %s", service.name, instant.time, storage.uri, verdict.reason
             )
-    record_start(storage, service.name, instant.time, replica)
+    if fence is not None:
+        fence()  # a run whose claim lapsed while it read must not record itself over the new holder's start
+    attempt = record_start(storage, service.name, instant.time, replica)
     try:
-        return service.prepare(storage, lock, instant.time, settings, view)
+        return service.prepare(storage, lock, instant.time, settings, view), attempt
     except Exception as e:
         if isinstance(e, CommitConflict) or not _inflight(storage, instant):
-            forget_start(storage, service.name, instant.time)  # another process started it, or nobody did
+            # Another process started it, or nobody did: this attempt's record goes (not theirs).
+            forget_start(storage, service.name, instant.time, attempt)
         raise
 
 
@@ -203,6 +210,7 @@ def _failed(
     lock: LockProvider,
     job: ServiceJob[Any, Any],
     fence: Fence | None,
+    attempt: str | None,
 ) -> None:
     """A task failed: raise why, after rolling the attempt back when its tasks write files (then the
     instant goes back to requested). Jobs whose tasks write nothing stay pending as they are."""
@@ -221,7 +229,7 @@ def _failed(
     if fence is not None:
         fence()
     rollback_unfinished(storage, lock, job.instant, job.rollback_groups)
-    forget_start(storage, job.service, T)  # requested again: whoever starts it next records itself
+    forget_start(storage, job.service, T, attempt)  # requested again: whoever starts it next records itself
     raise error(f"{what} failed (rolled back to requested): {reason}") from e
 
 

@@ -24,7 +24,10 @@ our own abandoned instants too (its writer is alive).
 
 A record is written before the inflight file, so an instant hoodied moved to inflight always has one. A
 record without an inflight instant (a crash in between, a start that lost its race) is harmless: records are
-read only for inflight instants, and a start that lost the race to another process removes its record.
+read only for inflight instants. A start re-checks its claim right before it records itself (a replica
+whose claim lapsed while it prepared once wrote its record over the new holder's, lost the start, and
+removed it: that inflight instant then looked foreign; found by the chaos campaign), and one that lost the
+race to another process removes its own record only (each record names its attempt).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import math
 import os
 import socket
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -56,22 +60,33 @@ def _record_path(service: str, instant_time: str) -> str:
     return f"{STARTED_FOLDER}/{claim_name(service, instant_time)}.json"
 
 
-def record_start(storage: Storage, service: str, instant_time: str, replica: str) -> None:
-    """Record that hoodied's ``replica`` starts ``service``'s instant (written before its inflight file)."""
+def record_start(storage: Storage, service: str, instant_time: str, replica: str) -> str:
+    """Record that hoodied's ``replica`` starts ``service``'s instant (written before its inflight file);
+    returns the attempt's token, which :func:`forget_start` needs to remove this record and no other."""
+    attempt = uuid.uuid4().hex
     record = {
         "replica": replica,
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "started_at_ms": int(time.time() * 1000),
+        "attempt": attempt,
     }
     storage.create(_record_path(service, instant_time), json.dumps(record).encode("utf-8"), overwrite=True)
+    return attempt
 
 
-def forget_start(storage: Storage, service: str, instant_time: str) -> None:
-    """Remove the record (the instant completed, or hoodied rolled it back to requested). Best effort: a
-    record left behind only matters while its instant is inflight."""
+def forget_start(storage: Storage, service: str, instant_time: str, attempt: str | None = None) -> None:
+    """Remove the record: the instant completed (``attempt`` None: whoever's it is), or the start of
+    ``attempt`` did not happen or was rolled back to requested (only that attempt's record: one another
+    run wrote meanwhile is theirs, and without it their inflight instant would pass for foreign). Best
+    effort: a record left behind only matters while its instant is inflight."""
+    path = _record_path(service, instant_time)
     try:
-        storage.delete(_record_path(service, instant_time))
+        if attempt is not None:
+            record = started_by(storage, service, instant_time)
+            if record is None or record.get("attempt") != attempt:
+                return
+        storage.delete(path)
     except Exception as e:
         logger.warning("could not remove the start record of %s %s: %s", service, instant_time, e)
 

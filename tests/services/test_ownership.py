@@ -19,6 +19,7 @@ from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.timeline.instant import Instant, State
 from hoodied.cli import main
+from hoodied.errors import ClaimLost
 from hoodied.jobs import run_service_job
 from hoodied.ownership import NEVER, decide, forget_start, record_start, started_by
 from support.daemon_tables import assert_same_snapshot, mor_table, snapshot
@@ -87,6 +88,50 @@ def test_a_start_lost_to_another_process_leaves_no_record(tmp_path: Path) -> Non
         run_service_job(None, COMPACTION, storage, lock, target.time, table=seen, replica="r1")
     assert started_by(storage, "compaction", target.time) is None  # it is not ours: no takeover by grace
     _inflight(t.root, target)
+
+
+def test_a_run_whose_claim_lapsed_leaves_the_new_holders_start_alone(tmp_path: Path) -> None:
+    """A run re-checks its claim before it records its start: a replica whose claim lapsed while it
+    prepared once wrote its record over the one of the replica that had taken the instant over and started
+    it, then, losing the start, removed it; that inflight instant then passed for foreign and was left
+    alone for good (found by the chaos campaign)."""
+    t = mor_table(tmp_path / "t", 8, seed=34)
+    storage = Storage.for_uri(str(t.root))
+    lock = FileSystemLock(storage)
+    target = t.pending[1]
+    before = snapshot(t.root)
+    seen = Table.open(str(t.root))  # the late runner's view: requested
+    record_start(storage, "compaction", target.time, "r1")  # r1 holds the claim now and starts it
+    prepare_compaction(storage, lock, target.time)
+
+    def lapsed() -> None:
+        raise ClaimLost("the claim is r1's now")
+
+    with pytest.raises(ClaimLost):
+        run_service_job(None, COMPACTION, storage, lock, target.time, table=seen, replica="r3", fence=lapsed)
+    record = started_by(storage, "compaction", target.time)
+    assert record is not None
+    assert record["replica"] == "r1"
+    instant = _inflight(t.root, target)
+    assert not decide(Table.open(str(t.root)), "compaction", instant, {}, NEVER).foreign
+    assert_same_snapshot(before, snapshot(t.root), "a run whose claim lapsed")
+
+
+def test_forgetting_an_attempt_removes_its_record_only(tmp_path: Path) -> None:
+    t = mor_table(tmp_path / "t", 6, seed=36)
+    storage = Storage.for_uri(str(t.root))
+    T = t.pending[1].time
+    first = record_start(storage, "compaction", T, "r1")
+    second = record_start(storage, "compaction", T, "r2")  # r2 recorded itself since
+    forget_start(storage, "compaction", T, first)
+    record = started_by(storage, "compaction", T)
+    assert record is not None
+    assert record["replica"] == "r2"
+    forget_start(storage, "compaction", T, second)
+    assert started_by(storage, "compaction", T) is None
+    record_start(storage, "compaction", T, "r1")
+    forget_start(storage, "compaction", T)  # the instant completed: whoever's record it is goes
+    assert started_by(storage, "compaction", T) is None
 
 
 def test_a_completed_run_removes_its_record(tmp_path: Path) -> None:
