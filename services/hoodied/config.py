@@ -84,6 +84,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from hoodie.durations import duration_seconds
 from hoodie.errors import HoodieError
 from hoodie.registry import SCHEDULABLE, SERVICE_NAMES, SERVICES, service_named
 from hoodied.errors import ServiceError
@@ -105,9 +106,6 @@ class ConfigError(ServiceError):
 
 # -- values -------------------------------------------------------------------------------------------------
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
 
 def parse_duration(value: object, where: str) -> float:
     """Seconds from a number or a string such as ``500ms``, ``30s``, ``5m``, ``1h``."""
@@ -115,8 +113,8 @@ def parse_duration(value: object, where: str) -> float:
         raise ConfigError(f"{where}: {value!r} is not a duration (seconds, or e.g. 30s, 5m)")
     if isinstance(value, int | float):
         seconds = float(value)
-    elif isinstance(value, str) and (m := _DURATION.match(value)):
-        seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    elif isinstance(value, str) and (parsed := duration_seconds(value)) is not None:
+        seconds = parsed
     else:
         raise ConfigError(f"{where}: {value!r} is not a duration (seconds, or e.g. 30s, 5m)")
     if seconds < 0:

@@ -71,7 +71,7 @@ def open_store(
     the store does not know."""
     policy = retry or RetryPolicy()
     options = tuple(sorted({**config, **{f"client.{k}": v for k, v in client.items()}}.items()))
-    key = (scheme, bucket, options, policy.key(), retrying)
+    key = (scheme, bucket, options, policy, retrying)  # the policy is frozen, hence a key
     with _STORES_LOCK:
         store = _STORES.get(key)
         if store is not None:

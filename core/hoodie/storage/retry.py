@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -50,6 +49,7 @@ from typing import Any, TypeVar
 
 from obstore.exceptions import GenericError
 
+from hoodie.durations import duration_seconds
 from hoodie.errors import StorageError
 
 MAX_RETRIES = "max_retries"
@@ -64,9 +64,6 @@ BACKOFF_BASE = "backoff_base"
 BACKOFF_BASE_DEFAULT = 2.0
 #: The storage options this module reads (and takes out of what goes to the store).
 RETRY_KEYS = frozenset({MAX_RETRIES, RETRY_TIMEOUT, INIT_BACKOFF, MAX_BACKOFF, BACKOFF_BASE})
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 _T = TypeVar("_T")
 
@@ -126,16 +123,6 @@ class RetryPolicy:
             },
         }
 
-    def key(self) -> tuple[tuple[str, str], ...]:
-        """The policy as part of a store cache key."""
-        return (
-            (MAX_RETRIES, str(self.max_retries)),
-            (RETRY_TIMEOUT, repr(self.retry_timeout)),
-            (INIT_BACKOFF, repr(self.init_backoff)),
-            (MAX_BACKOFF, repr(self.max_backoff)),
-            (BACKOFF_BASE, repr(self.backoff_base)),
-        )
-
     def backoffs(self, rng: random.Random | None = None) -> Iterator[float]:
         """The waits before each retry, as ``object_store``'s ``Backoff`` draws them: ``init_backoff`` first,
         then each drawn between ``init_backoff`` and ``backoff_base`` times the one before (decorrelated
@@ -191,10 +178,10 @@ def _seconds(options: Mapping[str, str], key: str, default: float) -> float:
     raw = options.get(key)
     if raw is None or str(raw).strip() == "":
         return default
-    m = _DURATION.match(str(raw))
-    if m is None:
+    seconds = duration_seconds(str(raw))
+    if seconds is None:
         raise StorageError(f"{key}={raw!r}: not a duration (seconds, or e.g. 500ms, 30s, 5m)")
-    return float(m.group(1)) * _UNITS[m.group(2)]
+    return seconds
 
 
 __all__ = [
