@@ -195,9 +195,12 @@ def _files_of_failed_write(
                     delete.add(f.path)
             elif requested_ns is not None and (f.mtime_ns or 0) >= requested_ns - 2_000_000_000:
                 appended.add(f.path)  # written after the write began: it may hold the write's blocks
-    partitions = {f.partition_path for f in files}
-    partitions |= {posixpath.dirname(p) for p in delete | appended}
-    for partition in sorted(partitions):  # files a killed writer left unlinked (local storage)
+    # Files a killed writer left under their temporary names: only local storage writes through one (an
+    # object store's upload is all or nothing), so only there is each partition listed for them.
+    partitions: set[str] = set()
+    if storage.is_local:
+        partitions = {f.partition_path for f in files} | {posixpath.dirname(p) for p in delete | appended}
+    for partition in sorted(partitions):
         for info in storage.list(partition):
             target = None if info.is_dir else partial_write_target(info.name)
             if target is None:
