@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "hoodie.errors",
             "hoodie.varint",
+            "hoodie.durations",
             "hoodie.memory",
             "hoodie.failpoints",
             "hoodie.settings",
