@@ -163,12 +163,15 @@ class TableService(abc.ABC):
         lock: LockProvider,
         settings: Mapping[str, str],
         time_generator: InstantTimeGenerator | None = None,
+        *,
+        respect_trigger: bool = True,
     ) -> Scheduled:
         """Request an instant if the service's trigger fires and there is something to plan.
 
         ``table`` is the caller's view (read without the lock); the plan that is requested is made again on
         a view read under the lock. ``settings`` are the table's properties overlaid with the operator's
-        ``hoodie.*`` settings.
+        ``hoodie.*`` settings. ``respect_trigger=False`` plans whenever there is something to plan (an
+        operator's ``hoodied ctl trigger``, Hudi's explicit schedule): the trigger is not consulted.
         """
 
     @abc.abstractmethod
@@ -185,6 +188,12 @@ class TableService(abc.ABC):
         ``table``, when given, is a view the caller read after it claimed the instant; it saves a load.
         Raises :class:`~hoodie.errors.NothingToDo` when there is no such pending instant.
         """
+
+    def trigger_state(self, table: Table, settings: Mapping[str, str]) -> str | None:
+        """Whether the service's trigger fires on ``table`` now and why, as a sentence ("trigger NUM_COMMITS
+        does not fire: 3 deltacommit(s) (bound 5) ..."), for ``hoodied status``; None for a service without
+        a trigger. Decided on the view; reads at most a few timeline files, never plans."""
+        return None
 
     def maintenance_due(self, table: Table, settings: Mapping[str, str]) -> bool:
         """Whether :meth:`maintain` may have work on ``table``, decided on the view alone (no I/O), so that an

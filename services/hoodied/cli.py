@@ -554,6 +554,26 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_ctl(args: argparse.Namespace) -> int:
+    from hoodied.ctl import main_ctl
+
+    return main_ctl(
+        args.config,
+        args.command,
+        args.table,
+        service=args.service,
+        instant=args.instant,
+        reason=args.reason,
+        by=args.by,
+    )
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from hoodied.ctl import main_history
+
+    return main_history(args.config, args.table, limit=args.limit, as_json=args.json)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from hoodied.demo import DemoOptions, run_demo
 
@@ -607,6 +627,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, help="the daemon's YAML configuration")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_status)
+
+    p = sub.add_parser(
+        "ctl",
+        help="steer the replicas without a restart: pause, resume, drain, trigger, cancel, retry",
+        description="Write an operator command where every replica reads it within one poll "
+        "(ZooKeeper, or the embedded state folder). pause: no new claims on the table; drain: finish "
+        "running jobs, then paused; resume; trigger --service S: schedule S now, ignoring its trigger; "
+        "cancel --service S --instant T: cancel T's Spark job group, T stays retryable (held until retry); "
+        "retry --service S [--instant T]: forget the back-off of a given-up or cancelled instant.",
+    )
+    p.add_argument("command", help="pause, resume, drain, trigger, cancel or retry")
+    p.add_argument("table", help="the table's name in the configuration (as hoodied status shows it)")
+    p.add_argument("--config", required=True, help="the daemon's YAML configuration")
+    p.add_argument("--service", help="the table service (trigger, cancel, retry)")
+    p.add_argument("--instant", help="the instant (cancel; retry: default every instant of the service)")
+    p.add_argument("--reason", default="", help="why: kept in the logs and the table's history")
+    p.add_argument("--by", help="who gives the command (default: user@host)")
+    p.set_defaults(func=_cmd_ctl)
+
+    p = sub.add_parser("history", help="what hoodied did to each table: jobs and operator commands")
+    p.add_argument("table", nargs="?", help="one table's name (default: every table)")
+    p.add_argument("--config", required=True, help="the daemon's YAML configuration")
+    p.add_argument("--limit", type=int, default=20, help="records per table (newest first; default 20)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_history)
 
     p = sub.add_parser("read", help="query a table and write the result to a Parquet file")
     p.add_argument("path", help="table base path or URI")

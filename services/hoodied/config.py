@@ -41,6 +41,12 @@ Every key, its default and its meaning (the README's configuration reference is 
       takeover_grace: 30s         # an inflight instant nobody claims is taken over after this long
       shutdown_grace: 2m          # on SIGTERM, running jobs get this long before they are cancelled
       lock_timeout: 60s           # table-lock acquire wait (Hudi's default)
+    admin:                        # the control plane (hoodied ctl, /api/v1): hoodied.control
+      token_file: null            # file holding the bearer token mutating API calls need (a mounted
+                                  # Kubernetes secret; re-read at each call); null: the API only reads
+      state_dir: ~/.local/state/hoodied   # embedded mode: where the control documents live (ZooKeeper
+                                  # keeps them under <base_path>/control otherwise)
+      history_keep: 500           # records kept in each table's history (.hoodie/.aux/hoodied/history)
     defaults:                     # table settings every table starts from
       services: [compaction, clustering, clean, indexing, archival]   # what hoodied runs
                                   # (archival: after the others, whenever a table has work for it)
@@ -55,16 +61,21 @@ Every key, its default and its meaning (the README's configuration reference is 
       takeover_foreign_after: never   # an inflight instant hoodied did not start (a Hudi writer's own
                                   # compaction...) is taken over once this old; never: only when its
                                   # Hudi heartbeat expired (hoodied.ownership)
+      priority: 1                 # weight of the table's urgency (hoodied.urgency); 0: runs only when no
+                                  # other table has work due
+      max_concurrent_jobs: null   # jobs of this table running at once in a replica (null: no cap but
+                                  # spark.max_concurrent_jobs)
     tables:
       - path: /data/orders        # a table's base path or URI
         name: orders              # label in metrics and logs (default: the last path segment)
-        services / schedule / hoodie / storage_options / takeover_foreign_after: as in defaults (hoodie and
-        storage_options merge)
+        services / schedule / hoodie / storage_options / takeover_foreign_after / priority /
+        max_concurrent_jobs: as in defaults (hoodie and storage_options merge)
     discover:
       - root: /data/warehouse     # every folder holding .hoodie/hoodie.properties below root
         max_depth: 3
         exclude: ["^tmp_"]        # regular expressions on the path relative to root
-        services / schedule / hoodie / storage_options / takeover_foreign_after: as in defaults
+        services / schedule / hoodie / storage_options / takeover_foreign_after / priority /
+        max_concurrent_jobs: as in defaults
 
 A bad key or value is a :class:`ConfigError` that names it (``tables[2].schedule[0]: 'compact' is not a
 service (compaction, clustering, clean, indexing, archival)``). The ``hoodie.*`` settings are parsed with the
@@ -324,6 +335,16 @@ class JobSettings:
 
 
 @dataclass(frozen=True)
+class AdminSettings:
+    #: The file holding the bearer token of mutating API calls (None: the API only reads).
+    token_file: str | None = None
+    #: Embedded mode: the folder of the control documents (:class:`hoodied.control.FileControlStore`).
+    state_dir: str | None = None
+    #: Records kept in each table's history.
+    history_keep: int = 500
+
+
+@dataclass(frozen=True)
 class TableSettings:
     """What hoodied does for one table (or for every table a discovery root finds)."""
 
@@ -334,6 +355,11 @@ class TableSettings:
     #: An inflight instant hoodied did not start is taken over once this old (seconds; ``inf``: never, only
     #: on an expired Hudi heartbeat): :mod:`hoodied.ownership`.
     takeover_foreign_after: float = math.inf
+    #: Weight of the table's urgency when work is ordered (:mod:`hoodied.urgency`); 0: only when nothing
+    #: else is due.
+    priority: float = 1.0
+    #: Jobs of this table running at once in one replica (None: only spark.max_concurrent_jobs caps them).
+    max_concurrent_jobs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -364,6 +390,7 @@ class DaemonConfig:
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     logging: LoggingSettings = field(default_factory=LoggingSettings)
     jobs: JobSettings = field(default_factory=JobSettings)
+    admin: AdminSettings = field(default_factory=AdminSettings)
     tables: tuple[TableEntry, ...] = ()
     discover: tuple[DiscoveryRoot, ...] = ()
     source: str = "<defaults>"
@@ -412,6 +439,7 @@ def _parse(raw: object, source: str) -> DaemonConfig:
         metrics=_metrics(top.section("metrics")),
         logging=_logging(top.section("logging")),
         jobs=_jobs(top.section("jobs")),
+        admin=_admin(top.section("admin")),
         source=source,
     )
     top.used.add("zookeeper")
@@ -560,6 +588,24 @@ def _jobs(s: _Section) -> JobSettings:
     return out
 
 
+def _admin(s: _Section) -> AdminSettings:
+    token_file = s.get("token_file", None, _str)
+    state_dir = s.get("state_dir", None, _str)
+    out = AdminSettings(
+        token_file=os.path.expanduser(token_file) if token_file else None,
+        state_dir=os.path.expanduser(state_dir) if state_dir else None,
+        history_keep=s.get("history_keep", 500, _int(1)),
+    )
+    s.done()
+    return out
+
+
+def _priority(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ConfigError(f"{where}: expected a number >= 0, got {value!r}")
+    return float(value)
+
+
 def _table_settings(s: _Section, base: TableSettings) -> TableSettings:
     hoodie: dict[str, str] = s.get("hoodie", {}, _string_map)
     for key in hoodie:
@@ -577,6 +623,8 @@ def _table_settings(s: _Section, base: TableSettings) -> TableSettings:
         takeover_foreign_after=s.get(
             "takeover_foreign_after", base.takeover_foreign_after, _duration_or_never
         ),
+        priority=s.get("priority", base.priority, _priority),
+        max_concurrent_jobs=s.get("max_concurrent_jobs", base.max_concurrent_jobs, _int(1)),
     )
     missing = [svc for svc in settings.schedule if svc not in settings.services]
     if missing and not s.has("schedule"):  # inherited: schedule what this table runs
@@ -648,6 +696,7 @@ def _discover(raw: object, defaults: TableSettings, notes: list[str]) -> list[Di
 
 
 __all__ = [
+    "AdminSettings",
     "ConfigError",
     "DaemonConfig",
     "DiscoveryRoot",

@@ -26,11 +26,15 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from hoodie.backlog import measure_backlog
 from hoodie.failpoints import arm_for_children
 from hoodie.registry import SERVICE_NAMES, SERVICES
 from hoodie.table import Table
 from hoodie.timeline.instant import State
+from hoodie.timeline.instant_time import InstantTimeGenerator
+from hoodied.api import Api
 from hoodied.config import DaemonConfig, TableSettings
+from hoodied.control import ControlStore, FileControlStore, ZooKeeperControlStore, default_state_dir
 from hoodied.coordination import (
     Coordination,
     EmbeddedCoordination,
@@ -38,13 +42,16 @@ from hoodied.coordination import (
     claim_name,
     identity,
 )
+from hoodied.explain import RunnerView, explain
 from hoodied.health import HealthServer, Heartbeats
+from hoodied.history import read_history
 from hoodied.logs import setup_logging
 from hoodied.metrics import Metrics
 from hoodied.ownership import decide
 from hoodied.signals import StopSignals
 from hoodied.spark import SparkConfig, spark_session
 from hoodied.supervisor import Supervisor
+from hoodied.urgency import urgency
 from hoodied.work import WatchedTable, read_last_results
 from hoodied.zookeeper import ZooKeeper, ZooKeeperConfig
 
@@ -86,6 +93,13 @@ def _zookeeper(config: DaemonConfig, metrics: Metrics | None, heartbeats: Heartb
     zk.start()
     on_state(zk.state)
     return zk
+
+
+def control_store(config: DaemonConfig, zookeeper: ZooKeeper | None) -> ControlStore:
+    """Where the operators' commands live: ZooKeeper with one, else files under ``admin.state_dir``."""
+    if zookeeper is not None:
+        return ZooKeeperControlStore(zookeeper)
+    return FileControlStore(config.admin.state_dir or default_state_dir())
 
 
 #: One FAIR pool per service.
@@ -160,18 +174,35 @@ class Daemon:
         self.zookeeper = _zookeeper(self.config, self.metrics, self.heartbeats)
         return ZooKeeperCoordination(self.zookeeper, self.config.zookeeper, self.metrics, timeout)
 
-    def status(self) -> dict[str, object]:
-        """What ``/status`` serves: this replica's view of its tables."""
+    def status(self, *, history: int = 10) -> dict[str, object]:
+        """What ``/status``, ``/api/v1`` and the status page serve: this replica's view of its tables, with
+        each table's ``history`` most recent records (read from the table; 0: none)."""
         supervisor = self.supervisor
         tables = supervisor.tables() if supervisor else []
+        holders: dict[str, Mapping[str, object]] = {}
+        if supervisor is not None:
+            for t in tables:
+                if not t.pending or not any(t.pending.values()):
+                    continue
+                try:
+                    claims = supervisor.coordination.holders(t.storage, t.key)
+                except Exception:
+                    continue
+                holders.update({f"{t.key}/{name}": h for name, h in claims.items()})
         return {
             "replica": self.config.replica,
             "zookeeper": self.heartbeats.zookeeper_state or "embedded",
+            "generated_at": time.time(),
             "running": [
-                {"table": i.table.name, "action": i.service, "instant": i.instant.time}
+                {
+                    "table": i.table.name,
+                    "action": i.service,
+                    "instant": i.instant.time,
+                    "replica": self.config.replica,
+                }
                 for i in (supervisor.running if supervisor else [])
             ],
-            "tables": {t.name: _table_status(t) for t in tables},
+            "tables": {t.name: _table_status(t, holders, history) for t in tables},
         }
 
     def run(self, *, once: bool = False, handle_signals: bool = True) -> int:
@@ -190,7 +221,10 @@ class Daemon:
         self.spark()
         if handle_signals:  # after Spark, whose context puts a SIGINT handler of its own in place
             self._signals.install()
-        self.supervisor = Supervisor(config, coordination, self.metrics, self.heartbeats, self.spark)
+        store = control_store(config, self.zookeeper)
+        self.supervisor = Supervisor(
+            config, coordination, self.metrics, self.heartbeats, self.spark, control=store
+        )
         if config.metrics.port is not None:
             health = HealthServer(
                 self.metrics,
@@ -201,11 +235,23 @@ class Daemon:
                 port=config.metrics.port,
                 read_timeout=config.metrics.read_timeout,
                 max_connections=config.metrics.max_connections,
+                api=Api(
+                    replica=config.replica,
+                    status=self.status,
+                    tables=self.supervisor.tables,
+                    store=store,
+                    token_file=config.admin.token_file,
+                    metrics=self.metrics,
+                    history_keep=config.admin.history_keep,
+                ),
             )
             health.start()
             # Published once serving: other threads (the demo, tests) read its URL as soon as it is set.
             self.health = health
-            logger.info("metrics and health on %s (/metrics, /healthz, /readyz, /status)", health.url)
+            logger.info(
+                "serving on %s: /metrics, /healthz, /readyz, /status, /api/v1 and the status page /",
+                health.url,
+            )
         try:
             if once:
                 self.supervisor.poll()
@@ -313,20 +359,61 @@ def _now() -> object:
     return dt.datetime.now(dt.UTC)
 
 
-def _table_status(t: WatchedTable) -> dict[str, object]:
+def _table_status(
+    t: WatchedTable, holders: Mapping[str, Mapping[str, object]], history: int
+) -> dict[str, object]:
+    """One table as the status serves it (the shape :mod:`hoodied.status_page` renders)."""
+    control = t.control
+    note = control.note
+    backlog: dict[str, object] = {}
+    if t.backlog is not None and t.config is not None:
+        backlog = t.backlog.to_json(InstantTimeGenerator().now_in_zone(t.config))
+    records: list[dict[str, object]] = []
+    if history > 0:
+        try:
+            records = [r.to_json() for r in read_history(t.storage, limit=history)]
+        except Exception as e:
+            logger.debug("cannot read the history of %s: %s", t.name, e)
     return {
         "uri": t.uri,
-        "pending": {s: [f"{i.time} ({i.state.name.lower()})" for i in v] for s, v in t.pending.items() if v},
+        "control": {
+            "state": control.state,
+            **({"by": note.by, "reason": note.reason, "at": note.at} if note else {}),
+            "triggers": {s: n.to_json() for s, n in control.triggers.items()},
+            "cancelled": {s: n.to_json() for s, n in control.cancelled.items()},
+        },
+        "priority": t.settings.priority,
+        "max_concurrent_jobs": t.settings.max_concurrent_jobs,
+        "urgency": {
+            s: urgency(s, t.backlog, t.settings.priority) for s, instants in t.pending.items() if instants
+        },
+        "backlog": backlog,
+        "pending": [
+            {
+                "action": s,
+                "instant": i.time,
+                "state": i.state.name.lower(),
+                "claimed_by": _who(holders[k])
+                if (k := f"{t.key}/{claim_name(s, i.time)}") in holders
+                else None,
+            }
+            for s, instants in t.pending.items()
+            for i in instants
+        ],
+        "next": dict(t.next),
+        "blocked": {s: code for s, (code, _) in t.blocked.items()},
         "last_error": t.last_error,
         "schedule_error": t.schedule_error,
         "held": t.held,
         "last_results": {s: o.__dict__ for s, o in t.last_results.items()},
+        "history": records,
     }
 
 
 def status_report(config: DaemonConfig) -> list[dict[str, object]]:
-    """``hoodied status``: per table, its pending instants, who holds each claim, and the last results any
-    replica recorded. Reads the tables and ZooKeeper; changes nothing."""
+    """``hoodied status``: per table, its pending instants, who holds each claim, the operators' control
+    state, the backlog, why each service's next instant is or is not due, and the last results any replica
+    recorded. Reads the tables and ZooKeeper; changes nothing."""
     metrics = Metrics(replica=config.replica)
     heartbeats = Heartbeats(started_at=time.time())
     zk = _zookeeper(config, None, None) if config.zookeeper is not None else None
@@ -337,8 +424,14 @@ def status_report(config: DaemonConfig) -> list[dict[str, object]]:
             coordination = ZooKeeperCoordination(zk, config.zookeeper, metrics)
         else:
             coordination = EmbeddedCoordination(metrics)
+        store = control_store(config, zk)
         supervisor = Supervisor(config, coordination, metrics, heartbeats, _no_spark)
         supervisor.refresh_tables()
+        try:
+            controls = store.read_all()
+        except Exception as e:
+            logger.warning("cannot read the control documents: %s", e)
+            controls = {}
         out: list[dict[str, object]] = []
         for t in supervisor.tables():
             entry: dict[str, object] = {"table": t.name, "uri": t.uri}
@@ -352,8 +445,15 @@ def status_report(config: DaemonConfig) -> list[dict[str, object]]:
                 ]
                 claims = {k: dict(v) for k, v in coordination.holders(t.storage, t.key).items()}
                 entry["claims"] = claims
-                entry["inflight"] = _inflight_owners(table, t.settings, claims)
+                inflight = _inflight_owners(table, t.settings, claims)
+                entry["inflight"] = inflight
                 entry["last_results"] = read_last_results(t.storage)
+                t.control = controls.get(t.key, t.control)
+                entry["control"] = t.control.to_json()
+                props = {**table.config.props, **t.settings.hoodie}
+                t.backlog = measure_backlog(table, props, t.backlog_cache)
+                entry["backlog"] = t.backlog.to_json(InstantTimeGenerator().now_in_zone(table.config))
+                entry["next"] = _explain_offline(t, table, props, claims, inflight)
             except Exception as e:
                 entry["error"] = f"{type(e).__name__}: {e}"
             out.append(entry)
@@ -377,6 +477,39 @@ def _inflight_owners(table: Table, settings: TableSettings, claims: Mapping[str,
                 continue
             verdict = decide(table, service.name, instant, props, settings.takeover_foreign_after)
             out[name] = ("taken over: " if verdict.allowed else "left alone: ") + verdict.reason
+    return out
+
+
+def _explain_offline(
+    t: WatchedTable,
+    table: Table,
+    props: Mapping[str, str],
+    claims: Mapping[str, object],
+    inflight: Mapping[str, str],
+) -> dict[str, str]:
+    """Why each service's next instant is or is not due, as a replica would say (:mod:`hoodied.explain`),
+    from the table and the claims alone: a claimed instant runs on its holder, a trigger is evaluated now."""
+    t.pending = {s.name: s.pending(table) for s in SERVICES if s.has_instants}
+    for service in SERVICES:
+        if service.name in t.settings.schedule:
+            try:
+                t.schedule_reasons[service.name] = (
+                    service.trigger_state(table, props) or "scheduled by hoodied"
+                )
+            except Exception as e:
+                t.schedule_reasons[service.name] = f"cannot evaluate the trigger: {type(e).__name__}: {e}"
+    t.foreign = {name.split("-", 1)[1]: why for name, why in inflight.items() if why.startswith("left alone")}
+    view = RunnerView(
+        running=lambda w, s, i: claim_name(s, i) in claims,
+        given_up=lambda w, s, i: None,
+        at_cap=lambda w: False,
+        urgency=lambda w, s: urgency(s, w.backlog, w.settings.priority),
+    )
+    out = explain(t, view).next
+    for name, instants in t.pending.items():
+        claimed = claims.get(claim_name(name, instants[0].time)) if instants else None
+        if name in out and claimed is not None:
+            out[name] = f"{instants[0].time} running on {_who(claimed)}"
     return out
 
 
@@ -404,6 +537,24 @@ def format_status(report: list[dict[str, object]]) -> str:
             lines.append(f"  pending {p['action']:<13} {p['instant']}  {p['state']:<9} {who}")
         if not pending:
             lines.append("  nothing pending")
+        control = entry.get("control")
+        if isinstance(control, Mapping) and control.get("state") != "active":
+            note = control.get("note")
+            who = f" by {note.get('by')}: {note.get('reason')}" if isinstance(note, Mapping) else ""
+            lines.append(f"  {control.get('state')}{who}")
+        backlog = entry.get("backlog")
+        if isinstance(backlog, Mapping):
+            lines.append(
+                f"  backlog: {backlog.get('delta_commits_since_compaction')} delta commit(s) and "
+                f"{backlog.get('log_bytes_since_compaction')} log bytes since compaction, "
+                f"{backlog.get('commits_since_clean')} commit(s) since clean, "
+                f"{backlog.get('small_files')} small file(s), "
+                f"{backlog.get('active_timeline_instants')} active instants, metadata lag "
+                f"{backlog.get('metadata_lag_instants')}"
+            )
+        nxt = entry.get("next")
+        for service, why in nxt.items() if isinstance(nxt, Mapping) else []:
+            lines.append(f"  next {service:<11} {why}")
         results = entry.get("last_results")
         for service, r in results.items() if isinstance(results, Mapping) else []:
             if isinstance(r, Mapping):

@@ -9,7 +9,8 @@ and the small HTTP server that answers them with the metrics.
   and at least one poll has succeeded. A daemon that is not ready should get no new work routed to it.
 
 :class:`HealthServer` serves ``GET /metrics`` (Prometheus text), ``/healthz`` and ``/readyz`` (200 or 503 with
-the :class:`HealthReport` as JSON) and ``/status`` (JSON of whatever the daemon reports) on the configured
+the :class:`HealthReport` as JSON), ``/status`` (JSON of whatever the daemon reports), and, given an
+:class:`~hoodied.api.Api`, the status page ``GET /`` and the API ``/api/v1`` (``POST`` too) on the configured
 ``metrics.host`` (every interface by default, as a pod's probes and Prometheus need; the class itself
 defaults to loopback). It is built to face a hostile network:
 
@@ -18,7 +19,8 @@ defaults to loopback). It is built to face a hostile network:
   trickles bytes, is cut off instead of holding a thread;
 - at most ``max_connections`` connections served at once; one more is answered 503 at once and closed,
   without a thread;
-- a request line and headers of at most :data:`MAX_REQUEST_BYTES`; bigger is answered 431 and closed.
+- a request line and headers of at most :data:`MAX_REQUEST_BYTES`; bigger is answered 431 and closed; a
+  request body (``POST``) of at most 8 KiB, else 413.
 """
 
 from __future__ import annotations
@@ -27,17 +29,20 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from hoodied.metrics import Metrics
+
+if TYPE_CHECKING:
+    from hoodied.api import Api, Reply
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +57,8 @@ MAX_REQUEST_BYTES = 16 * 1024
 DEFAULT_READ_TIMEOUT = 10.0
 #: Connections served at once; more are refused with 503.
 DEFAULT_MAX_CONNECTIONS = 32
+#: The most bytes of a POST body (the API's commands are a few hundred).
+_MAX_BODY_BYTES = 8 * 1024
 
 
 class _RequestTooLarge(Exception):
@@ -216,9 +223,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         app = self.server.app
-        path = urlsplit(self.path).path
+        url = urlsplit(self.path)
+        path = url.path
         try:
-            if path == "/metrics":
+            if app.api is not None and app.api.handles(path):
+                self._send(app.api.get(path, url.query))
+            elif path == "/metrics":
                 self._reply(HTTPStatus.OK, CONTENT_TYPE_LATEST, app.metrics.exposition())
             elif path in ("/healthz", "/readyz"):
                 check = liveness if path == "/healthz" else readiness
@@ -235,8 +245,43 @@ class _Handler(BaseHTTPRequestHandler):
             logger.exception("health server: GET %s failed", path)
             self._reply(HTTPStatus.INTERNAL_SERVER_ERROR, _JSON, json.dumps({"error": str(e)}).encode())
 
-    def _reply(self, status: HTTPStatus, content_type: str, body: bytes) -> None:
+    def do_POST(self) -> None:
+        app = self.server.app
+        url = urlsplit(self.path)
+        try:
+            if app.api is None or not app.api.handles(url.path):
+                body = json.dumps({"error": f"no such path: {url.path}"})
+                self._reply(HTTPStatus.NOT_FOUND, _JSON, body.encode())
+                return
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if not 0 <= length <= _MAX_BODY_BYTES:
+                self.close_connection = True
+                body = json.dumps(
+                    {"error": f"a body of at most {_MAX_BODY_BYTES} bytes, with Content-Length"}
+                )
+                self._reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, _JSON, body.encode())
+                return
+            data = self.rfile.read(length) if length else b""
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            self._send(app.api.post(url.path, headers, data, self.client_address[0]))
+        except (_RequestTooLarge, TimeoutError):
+            raise
+        except Exception as e:
+            logger.exception("health server: POST %s failed", url.path)
+            self._reply(HTTPStatus.INTERNAL_SERVER_ERROR, _JSON, json.dumps({"error": str(e)}).encode())
+
+    def _send(self, reply: Reply) -> None:
+        self._reply(reply.status, reply.content_type, reply.body, reply.headers)
+
+    def _reply(
+        self, status: HTTPStatus, content_type: str, body: bytes, headers: Mapping[str, str] | None = None
+    ) -> None:
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
@@ -268,13 +313,16 @@ class HealthServer:
         *,
         read_timeout: float = DEFAULT_READ_TIMEOUT,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        api: Api | None = None,
     ) -> None:
+        """``api``: the status page and ``/api/v1`` (:mod:`hoodied.api`); without, only the paths above."""
         if read_timeout <= 0 or max_connections < 1:
             raise ValueError(f"read_timeout={read_timeout} and max_connections={max_connections} must be > 0")
         self.metrics = metrics
         self.heartbeats = heartbeats
         self.poll_interval = poll_interval
         self.status_fn = status_fn
+        self.api = api
         self.host = host
         self.read_timeout = read_timeout
         self.max_connections = max_connections

@@ -15,12 +15,14 @@ is ``metrics.pending_instants``). Label sets:
 
 from __future__ import annotations
 
+import datetime as dt
 import socket
 from collections.abc import Mapping, Sequence
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info, generate_latest
 
+from hoodie.backlog import Backlog
 from hoodied import package_version
 
 #: ``kind`` label values of ``hoodied_jobs_failed_total``: ``failed`` = definitely failed (rolled back),
@@ -80,6 +82,16 @@ METRIC_NAMES: Final = frozenset(
         "hoodied_storage_requests_total",
         "hoodied_active_timeline_instants",
         "hoodied_instants_archived_total",
+        "hoodied_table_delta_commits_since_compaction",
+        "hoodied_table_log_bytes_since_compaction",
+        "hoodied_table_commits_since_clean",
+        "hoodied_table_small_files",
+        "hoodied_table_metadata_lag_instants",
+        "hoodied_table_seconds_since_success",
+        "hoodied_table_blocked_info",
+        "hoodied_table_paused",
+        "hoodied_table_urgency",
+        "hoodied_control_commands_total",
     }
 )
 
@@ -111,6 +123,9 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         # The metrics with a ``table`` label and their label names, for forget_table().
         self._by_table: list[tuple[Gauge | Counter, tuple[str, ...]]] = []
+        # The label values set per table by set_blocked and set_urgency, so that each replaces only its own.
+        self._blocked_series: dict[str, set[tuple[str, ...]]] = {}
+        self._urgency_series: dict[str, set[tuple[str, ...]]] = {}
 
         self.info = Info(
             "hoodied", "The hoodied version and the replica this daemon is.", registry=self.registry
@@ -229,6 +244,61 @@ class Metrics:
         self.table_poll_failures = self._counter(
             "hoodied_table_poll_failures_total", "Polls of a table that failed, by table.", ("table",)
         )
+        # -- backlog (hoodie.backlog) and the control plane (hoodied.control) --------------------------------
+        self.table_delta_commits_since_compaction = self._gauge(
+            "hoodied_table_delta_commits_since_compaction",
+            "Completed deltacommits since the table's last completed compaction (0 on copy-on-write).",
+            ("table",),
+        )
+        self.table_log_bytes_since_compaction = self._gauge(
+            "hoodied_table_log_bytes_since_compaction",
+            "Bytes of log files those deltacommits wrote: the log data awaiting compaction.",
+            ("table",),
+        )
+        self.table_commits_since_clean = self._gauge(
+            "hoodied_table_commits_since_clean",
+            "Completed writes (commit, deltacommit, replacecommit) since the last completed clean.",
+            ("table",),
+        )
+        self.table_small_files = self._gauge(
+            "hoodied_table_small_files",
+            "File groups whose newest base file, written since the last clustering, is below the "
+            "clustering's small-file limit.",
+            ("table",),
+        )
+        self.table_metadata_lag_instants = self._gauge(
+            "hoodied_table_metadata_lag_instants",
+            "Completed data-table instants the metadata table has not applied (0 without one).",
+            ("table",),
+        )
+        self.table_seconds_since_success = self._gauge(
+            "hoodied_table_seconds_since_success",
+            "Seconds since the table service's newest completed instant (absent while none completed).",
+            _TABLE_ACTION,
+        )
+        self.table_blocked_info = self._gauge(
+            "hoodied_table_blocked_info",
+            "1 per table and action whose next instant does not run now, labelled with why: paused, "
+            "draining, held (a pending restore), cancelled, given_up, cap (the table's job cap), blocked "
+            "(another instant must go first).",
+            (*_TABLE_ACTION, "reason"),
+        )
+        self.table_paused = self._gauge(
+            "hoodied_table_paused",
+            "1 while an operator paused the table or is draining it (hoodied ctl), else 0.",
+            ("table",),
+        )
+        self.table_urgency = self._gauge(
+            "hoodied_table_urgency",
+            "Urgency of the table's next instant of the action: its priority x (1 + lag) (hoodied.urgency).",
+            _TABLE_ACTION,
+        )
+        self.control_commands = self._counter(
+            "hoodied_control_commands_total",
+            "Operator commands this replica accepted (API) or applied (drained, triggered), by table and "
+            "command.",
+            ("table", "command"),
+        )
         self.storage_requests = self._counter(
             "hoodied_storage_requests_total",
             "Requests to a table's storage by this replica, by table, service (poll, or the job's action: "
@@ -259,8 +329,48 @@ class Metrics:
         self.pending_instants.labels(table, action).set(count)
         self.oldest_pending_age_seconds.labels(table, action).set(oldest_age_seconds or 0.0)
 
+    def set_backlog(self, table: str, backlog: Backlog, now: dt.datetime) -> None:
+        """Record a table's backlog; ``now`` is naive, in the table's timeline zone."""
+        self.table_delta_commits_since_compaction.labels(table).set(backlog.delta_commits_since_compaction)
+        self.table_log_bytes_since_compaction.labels(table).set(backlog.log_bytes_since_compaction)
+        self.table_commits_since_clean.labels(table).set(backlog.commits_since_clean)
+        self.table_small_files.labels(table).set(backlog.small_files)
+        self.table_metadata_lag_instants.labels(table).set(backlog.metadata_lag_instants)
+        for action, seconds in backlog.seconds_since_success(now).items():
+            self.table_seconds_since_success.labels(table, action).set(seconds)
+
+    def set_blocked(self, table: str, blocked: Mapping[str, str], paused: bool) -> None:
+        """Record why each action of ``table`` is held back (action -> reason code), replacing the last
+        (a table's own series only: a poll over thousands of tables stays linear)."""
+        wanted: set[tuple[str, ...]] = {(table, action, reason) for action, reason in blocked.items()}
+        self._replace(self.table_blocked_info, self._blocked_series, table, wanted)
+        self.table_paused.labels(table).set(1 if paused else 0)
+
+    def set_urgency(self, table: str, urgencies: Mapping[str, float]) -> None:
+        """Record the urgency of each action of ``table`` with pending work, replacing the last."""
+        self._replace(self.table_urgency, self._urgency_series, table, {(table, a) for a in urgencies})
+        for action, value in urgencies.items():
+            self.table_urgency.labels(table, action).set(value)
+
+    @staticmethod
+    def _replace(
+        metric: Gauge, series: dict[str, set[tuple[str, ...]]], table: str, wanted: set[tuple[str, ...]]
+    ) -> None:
+        """Keep exactly the ``wanted`` label values of ``table`` in ``metric`` (1 each, until set)."""
+        had = series.get(table, set())
+        for labelvalues in had - wanted:
+            metric.remove(*labelvalues)
+        for labelvalues in wanted - had:
+            metric.labels(*labelvalues).set(1)
+        if wanted:
+            series[table] = wanted
+        else:
+            series.pop(table, None)
+
     def forget_table(self, table: str) -> None:
         """Remove every series of ``table`` (a table no longer watched), leaving other tables' series."""
+        self._blocked_series.pop(table, None)
+        self._urgency_series.pop(table, None)
         for metric, names in self._by_table:
             position = names.index("table")
             for family in metric.collect():

@@ -15,6 +15,12 @@ polled (unreadable, a version we refuse, a metadata table) backs off on its own;
 
 The watched tables are the configured ones plus what the discovery roots hold (re-scanned every ten polls'
 time).
+
+Each poll starts by reading the operators' control documents (:mod:`hoodied.control`; one listing when no
+table has one) and hands each table's to the runner (cancel, retry). When a table's timeline changed, its
+backlog is measured again (:mod:`hoodie.backlog`; the metadata of new writes is read once) and exported; the
+runnable work is ordered by urgency (:mod:`hoodied.urgency`), and every service's next step is explained
+(:mod:`hoodied.explain`). A draining table with no job left on any replica is set to paused.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
+from hoodie.backlog import measure_backlog
 from hoodie.config import TableConfig
 from hoodie.errors import HoodieError
 from hoodie.metadata_table import refuse_metadata_table
@@ -36,13 +44,17 @@ from hoodie.timeline.instant import RESTORE, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator, parse_instant_time
 from hoodie.timeline.timeline import Timeline
 from hoodied.config import DaemonConfig, DiscoveryRoot, TableSettings
-from hoodied.coordination import Coordination
+from hoodied.control import DRAINING, PAUSED, ControlStore, Note, TableControl
+from hoodied.coordination import SCHEDULE_CLAIM, Coordination
+from hoodied.explain import RunnerView, explain
 from hoodied.health import Heartbeats
+from hoodied.history import append, control_record
 from hoodied.logs import log_context
 from hoodied.metrics import Metrics
 from hoodied.ownership import decide
 from hoodied.runner import Runner
 from hoodied.scheduler import Scheduler
+from hoodied.urgency import urgency
 from hoodied.work import WatchedTable, WorkItem, table_settings
 
 logger = logging.getLogger(__name__)
@@ -92,6 +104,7 @@ class Poller:
         stopping: threading.Event,
         failures: list[str],
         *,
+        control: ControlStore | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
@@ -100,6 +113,14 @@ class Poller:
         self.heartbeats = heartbeats
         self._scheduler = scheduler
         self._runner = runner
+        self._control = control
+        self._control_error: str | None = None
+        self._runner_view = RunnerView(
+            running=runner.is_running_instant,
+            given_up=runner.given_up_reason,
+            at_cap=runner.at_cap,
+            urgency=lambda t, s: urgency(s, t.backlog, t.settings.priority),
+        )
         self._stopping = stopping
         self._failures = failures
         self._clock = clock
@@ -158,11 +179,15 @@ class Poller:
             started = self._clock()
             self.heartbeats.last_poll_started = time.time()
             self.refresh_tables()
+            controls = self._read_controls()
             items: list[WorkItem] = []
             errors = 0
             for table in self.tables():
                 if self._stopping.is_set():
                     break
+                if controls is not None:
+                    table.control = controls.get(table.key, TableControl())
+                self._runner.apply_control(table)
                 if self._clock() < table.retry_at:
                     items.extend(table.items)
                     continue
@@ -192,6 +217,23 @@ class Poller:
                 self.heartbeats.last_error = f"{errors} table(s) failed to poll"
             return items
 
+    def _read_controls(self) -> dict[str, TableControl] | None:
+        """Every table's control document; None (keep the last) when the store cannot be read now."""
+        if self._control is None:
+            return None
+        try:
+            controls = self._control.read_all()
+        except Exception as e:
+            message = f"{type(e).__name__}: {e}"
+            if message != self._control_error:
+                logger.error("cannot read the control documents (keeping the last ones): %s", message)
+            self._control_error = message
+            return None
+        if self._control_error is not None:
+            logger.info("the control documents are readable again")
+            self._control_error = None
+        return controls
+
     def _table_failed(self, table: WatchedTable, e: BaseException) -> None:
         self._failures.append(f"table {table.name}: cannot poll: {type(e).__name__}: {e}")
         table.failures += 1
@@ -211,14 +253,73 @@ class Poller:
             table.config = TableConfig.load(storage)
         self._read_timeline(table)
         self._check_held(table)
-        schedules = table.settings.schedule or any(s in table.settings.services for s in MAINTENANCE)
+        schedules = (
+            table.settings.schedule
+            or table.control.triggers
+            or any(s in table.settings.services for s in MAINTENANCE)
+        )
         if table.held is None and schedules and not self._stopping.is_set() and self._scheduler.due(table):
             if self._scheduler.schedule(table):
                 self._read_timeline(table)
             table.scheduled_listing = table.listing
+        self._measure(table)
         # What is pending is reported and offered even when scheduling failed (a read-only table, a lock
         # that timed out): it says so in its log lines and in hoodied status.
         self._collect(table)
+        self._check_drained(table)
+        explanation = explain(table, self._runner_view)
+        table.blocked, table.next = explanation.blocked, explanation.next
+        self.metrics.set_blocked(
+            table.name, {s: code for s, (code, _) in table.blocked.items()}, not table.control.claims_allowed
+        )
+
+    def _measure(self, table: WatchedTable) -> None:
+        """Measure the table's backlog when its timeline changed since the last measure, and export it."""
+        assert table.config is not None
+        assert table.timeline is not None
+        if table.backlog is None or table.backlog_listing != table.listing:
+            try:
+                view = Table(table.storage, table.config, table.timeline)
+                table.backlog = measure_backlog(view, table_settings(table), table.backlog_cache)
+                table.backlog_listing = table.listing
+            except Exception as e:  # a figure we cannot measure must not stop the table's services
+                logger.warning("cannot measure the backlog of %s: %s: %s", table.name, type(e).__name__, e)
+                return
+        assert table.backlog is not None
+        self.metrics.set_backlog(table.name, table.backlog, InstantTimeGenerator().now_in_zone(table.config))
+
+    def _check_drained(self, table: WatchedTable) -> None:
+        """A draining table with no job left on any replica (no claim but scheduling's) becomes paused."""
+        if table.control.state != DRAINING or self._control is None:
+            return
+        if any(item.table is table for item in self._runner.running):
+            return
+        try:
+            holders = self.coordination.holders(table.storage, table.key)
+        except Exception as e:
+            logger.warning("cannot read the claims of draining table %s: %s", table.name, e)
+            return
+        if any(name != SCHEDULE_CLAIM for name in holders):
+            return
+        drain = table.control.note
+        by, why = (drain.by, drain.reason) if drain else ("?", "")
+        paused_note = Note(by, f"drained: {why}" if why else "drained", time.time())
+
+        def to_paused(c: TableControl) -> TableControl:
+            return replace(c, state=PAUSED, note=paused_note) if c.state == DRAINING else c
+
+        try:
+            table.control = self._control.update(table.key, to_paused)
+        except Exception as e:
+            logger.warning("cannot mark drained table %s paused: %s", table.name, e)
+            return
+        logger.info("table %s drained (no job running on any replica): paused, drain by %s", table.name, by)
+        self.metrics.control_commands.labels(table.name, "drained").inc()
+        append(
+            table.storage,
+            control_record(table.name, self.config.replica, "drained", by=by, reason=why),
+            keep=self.config.admin.history_keep,
+        )
 
     @staticmethod
     def _check_held(table: WatchedTable) -> None:
@@ -266,6 +367,7 @@ class Poller:
         zone_now = InstantTimeGenerator().now_in_zone(table.config)
         items: list[WorkItem] = []
         seen_inflight: set[str] = set()
+        urgencies: dict[str, float] = {}
         for service, instants in pending.items():
             oldest = 0.0
             if instants:
@@ -274,8 +376,14 @@ class Poller:
             self.metrics.set_pending(table.name, service, len(instants), oldest)
             if service not in table.settings.services:
                 continue
+            value = urgency(service, table.backlog, table.settings.priority)
+            if instants:
+                urgencies[service] = value
             for instant in instants:
-                item = WorkItem(table, service, instant)
+                if table.control.is_cancelled(service, instant.time) is not None:
+                    seen_inflight.add(instant.time)
+                    continue
+                item = WorkItem(table, service, instant, value)
                 if instant.state is State.INFLIGHT and not self._takeover_due(item, view, now_wall):
                     seen_inflight.add(instant.time)
                     continue
@@ -285,7 +393,8 @@ class Poller:
             del table.unclaimed_since[t]
         for t in [t for t in table.foreign if t not in seen_inflight]:
             del table.foreign[t]
-        table.items = () if table.held else tuple(items)
+        self.metrics.set_urgency(table.name, urgencies)
+        table.items = () if table.held or not table.control.claims_allowed else tuple(items)
 
     def _takeover_due(self, item: WorkItem, view: Table, now_wall: float) -> bool:
         """An inflight instant is runnable when nobody has claimed it for ``takeover_grace`` and

@@ -5,8 +5,14 @@ the commit fenced by the claim. A claim lost mid-job (ZooKeeper session suspende
 group; the job never commits and is left for the claim's next holder.
 
 A failing instant is retried after a back-off that doubles per failure, up to ``max_attempts``; then it is
-given up (logged, counted) until the daemon restarts. An instant that stopped on damaged committed data is
-given up at once. Each outcome is recorded in metrics, logs and the table (``hoodied status``).
+given up (logged, counted) until the daemon restarts or an operator's ``hoodied ctl retry``. An instant that
+stopped on damaged committed data is given up at once. Each outcome is recorded in metrics, logs, the table's
+last results (``hoodied status``) and its history (:mod:`hoodied.history`).
+
+The operators' word (:mod:`hoodied.control`) is applied here too: no item of a paused or draining table is
+taken, nor a cancelled instant; ``cancel`` cancels the Spark job group of an instant running here (its outcome
+is ``cancelled``, the instant stays retryable); ``retry`` forgets an instant's back-off once. A table's
+``max_concurrent_jobs`` caps how many of its items run here at once; the workers take the next item instead.
 """
 
 from __future__ import annotations
@@ -24,12 +30,14 @@ from hoodie.table import Table
 from hoodie.table_service import TableService
 from hoodied.claims import Claim
 from hoodied.config import DaemonConfig
+from hoodied.control import Note
 from hoodied.coordination import Coordination
 from hoodied.errors import CORRUPT_DATA_ERRORS, ClaimHeld, ClaimLost, ForeignInstant, JobFailed
+from hoodied.history import HistoryRecord, append
 from hoodied.jobs import job_group, run_service_job
 from hoodied.logs import log_context
 from hoodied.metrics import Metrics
-from hoodied.work import Attempts, JobOutcome, WorkItem, write_last_result
+from hoodied.work import Attempts, JobOutcome, WatchedTable, WorkItem, write_last_result
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -70,6 +78,10 @@ class Runner:
         self._cond = threading.Condition()
         self._cancelled = threading.Event()  # running jobs are being cancelled
         self._workers: list[threading.Thread] = []
+        #: Running items an operator cancelled (hoodied ctl cancel), with the command's note.
+        self._operator_cancelled: dict[tuple[str, str, str], Note] = {}
+        #: The time of the last retry command applied per item, so that each is applied once.
+        self._retries_applied: dict[tuple[str, str, str], float] = {}
 
     def offer(self, items: Sequence[WorkItem]) -> None:
         """Replace the queue with a poll's runnable work (highest priority first) and wake the workers."""
@@ -100,7 +112,7 @@ class Runner:
             while not self._stopping.is_set():
                 now = self._clock()
                 for i, item in enumerate(self._queue):
-                    if item.ident in self._running or self._backing_off(item, now):
+                    if item.ident in self._running or self._backing_off(item, now) or self._held(item):
                         continue
                     del self._queue[i]
                     self._running[item.ident] = item
@@ -109,6 +121,80 @@ class Runner:
                     return None
                 self._cond.wait(timeout=DEFER_DELAY if until_idle else self.config.poll_interval)
             return None
+
+    def _held(self, item: WorkItem) -> bool:
+        """Held back by an operator (paused, draining, cancelled) or by the table's job cap (lock held)."""
+        control = item.table.control
+        if not control.claims_allowed or control.is_cancelled(item.service, item.instant.time):
+            return True
+        return self._running_count(item.table) >= (item.table.settings.max_concurrent_jobs or 1 << 30)
+
+    def _running_count(self, table: WatchedTable) -> int:
+        return sum(1 for item in self._running.values() if item.table is table)
+
+    def at_cap(self, table: WatchedTable) -> bool:
+        """The table's ``max_concurrent_jobs`` are running here."""
+        cap = table.settings.max_concurrent_jobs
+        with self._cond:
+            return cap is not None and self._running_count(table) >= cap
+
+    def is_running_instant(self, table: WatchedTable, service: str, instant: str) -> bool:
+        with self._cond:
+            return (table.key, service, instant) in self._running
+
+    def given_up_reason(self, table: WatchedTable, service: str, instant: str) -> str | None:
+        """Why this replica gave ``instant`` up (None: it did not)."""
+        with self._cond:
+            attempts = self._attempts.get((table.key, service, instant))
+            if attempts is None or not attempts.given_up:
+                return None
+            failures = attempts.failures
+        last = table.last_results.get(service)
+        message = last.message if last is not None and last.instant == instant else ""
+        what = f"after {failures} failure(s)" if failures else "on damaged data"
+        return f"{what}" + (f": {message}" if message else "")
+
+    def apply_control(self, table: WatchedTable) -> None:
+        """Act on the table's control document: cancel the cancelled instants running here; forget the
+        back-off of instants a new retry covers."""
+        control = table.control
+        to_cancel: list[tuple[WorkItem, Note]] = []
+        with self._cond:
+            for ident, item in self._running.items():
+                if item.table is not table or ident in self._operator_cancelled:
+                    continue
+                note = control.is_cancelled(item.service, item.instant.time)
+                if note is not None:
+                    self._operator_cancelled[ident] = note
+                    to_cancel.append((item, note))
+            for ident in [i for i in self._attempts if i[0] == table.key]:
+                note = control.retry_note(ident[1], ident[2])
+                if note is not None and note.at > self._retries_applied.get(ident, 0.0):
+                    self._retries_applied[ident] = note.at
+                    del self._attempts[ident]
+                    self._deferred.discard(ident)
+                    logger.info(
+                        "%s %s of %s: back-off forgotten, retry by %s (%s)",
+                        ident[1],
+                        ident[2],
+                        table.name,
+                        note.by,
+                        note.reason,
+                    )
+            if to_cancel:
+                self._cond.notify_all()
+        for item, note in to_cancel:
+            group = job_group(item.service, item.instant.time)
+            logger.warning(
+                "%s %s of %s cancelled by %s (%s): cancelling its Spark job group %s",
+                item.service,
+                item.instant.time,
+                table.name,
+                note.by,
+                note.reason,
+                group,
+            )
+            self._cancel_group(group)
 
     def _backing_off(self, item: WorkItem, now: float) -> bool:
         attempts = self._attempts.get(item.ident)
@@ -215,6 +301,10 @@ class Runner:
             kind = "claim_lost" if lost.is_set() else "cancelled" if self._cancelled.is_set() else "unknown"
             logger.exception("%s %s of %s: unexpected error", item.service, T, table.name)
             outcome = self._outcome(item, False, kind, f"{type(e).__name__}: {e}", started)
+        cancelled = self._operator_cancelled.pop(item.ident, None)
+        if cancelled is not None and not outcome.ok:
+            outcome.kind = "cancelled"
+            outcome.message = f"cancelled by {cancelled.by} ({cancelled.reason}): {outcome.message}"
         self._record(item, outcome)
         return outcome
 
@@ -351,6 +441,25 @@ class Runner:
         else:
             logger.warning("%s %s of %s: %s (%s)", item.service, T, table.name, outcome.message, outcome.kind)
         write_last_result(table.storage, outcome)
+        finished = outcome.finished_at_ms / 1000
+        append(
+            table.storage,
+            HistoryRecord(
+                table=table.name,
+                service=item.service,
+                instant=T,
+                replica=self.config.replica,
+                started_at=finished - outcome.seconds,
+                finished_at=finished,
+                outcome=outcome.kind,
+                ok=outcome.ok,
+                rows=outcome.records,
+                bytes=outcome.bytes_written,
+                files=outcome.files_deleted,
+                error=None if outcome.ok else outcome.message,
+            ),
+            keep=self.config.admin.history_keep,
+        )
 
     def _cancel_group(self, group: str) -> None:
         try:

@@ -7,6 +7,11 @@ A table is considered when its timeline changed since the last decision, or ever
 ``schedule`` claim); each service schedules under the table lock. A service that cannot be scheduled (a
 read-only table, a lock that timed out, a bad setting) is logged and recorded in
 :attr:`WatchedTable.schedule_error`; the other services and the poll go on.
+
+An operator's ``hoodied ctl trigger`` (:mod:`hoodied.control`) makes the table due at once and schedules its
+service without consulting the trigger (planned when there is anything to plan, whether or not hoodied
+schedules that service on the table); the command is then consumed, and what came of it is written to the
+table's history. A paused or draining table is not scheduled at all.
 """
 
 from __future__ import annotations
@@ -15,14 +20,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from hoodie.registry import MAINTENANCE, service_named
 from hoodie.table import Table
 from hoodie.timeline.instant import Instant
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodied.config import DaemonConfig
+from hoodied.control import ControlStore, Note, TableControl
 from hoodied.coordination import SCHEDULE_CLAIM, Coordination
 from hoodied.errors import ClaimHeld
+from hoodied.history import append, control_record
 from hoodied.logs import log_context
 from hoodied.metrics import Metrics
 from hoodied.work import WatchedTable, table_settings
@@ -40,16 +48,22 @@ class Scheduler:
         metrics: Metrics,
         stopping: threading.Event,
         *,
+        control: ControlStore | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.coordination = coordination
         self.metrics = metrics
         self._stopping = stopping
+        self._control = control
         self._clock = clock
 
     def due(self, table: WatchedTable) -> bool:
         now = self._clock()
+        if not table.control.claims_allowed:
+            return False
+        if table.control.triggers:
+            return True
         if (
             table.listing != table.scheduled_listing
             or now - table.scheduled_at >= self.config.reschedule_interval
@@ -65,7 +79,8 @@ class Scheduler:
         assert table.config is not None
         storage = table.storage
         maintenance = self.maintenance(table)
-        if not table.settings.schedule and not maintenance:
+        triggers = {s: n for s, n in table.control.triggers.items() if s in table.settings.services}
+        if not table.settings.schedule and not maintenance and not triggers:
             return False
         try:
             claim = self.coordination.claim(storage, table.key, SCHEDULE_CLAIM)
@@ -79,15 +94,22 @@ class Scheduler:
         errors = False
         try:
             generator = InstantTimeGenerator()
+            for service, note in triggers.items():
+                if self._stopping.is_set():
+                    break
+                scheduled |= self._triggered(table, service, note, generator)
             for service in table.settings.schedule:
                 if self._stopping.is_set():
                     break
+                if service in triggers:
+                    continue
                 try:
                     instant, reason = self._schedule_one(table, service, generator)
                 except Exception as e:
                     errors = True
                     self._failed(table, service, e)
                     continue
+                table.schedule_reasons[service] = reason
                 if instant is not None:
                     scheduled = True
                     self.metrics.instants_scheduled.labels(table=table.name, action=service).inc()
@@ -108,6 +130,50 @@ class Scheduler:
         if not errors:
             table.schedule_error = None
         return scheduled
+
+    def _triggered(
+        self, table: WatchedTable, service: str, note: Note, generator: InstantTimeGenerator
+    ) -> bool:
+        """Schedule ``service`` for an operator's trigger, consume the trigger and record what came of it."""
+        try:
+            instant, reason = self._schedule_one(table, service, generator, respect_trigger=False)
+        except Exception as e:
+            self._failed(table, service, e)
+            instant, reason = None, f"cannot schedule: {type(e).__name__}: {e}"
+        outcome = f"scheduled {instant.time}" if instant is not None else f"nothing scheduled: {reason}"
+        table.schedule_reasons[service] = f"triggered by {note.by}: {outcome}"
+        with log_context(action=service, **({"instant": instant.time} if instant is not None else {})):
+            logger.info(
+                "trigger of %s on %s by %s (%s): %s", service, table.name, note.by, note.reason, outcome
+            )
+        if instant is not None:
+            self.metrics.instants_scheduled.labels(table=table.name, action=service).inc()
+        self.metrics.control_commands.labels(table.name, "triggered").inc()
+        if self._control is not None:
+
+            def consume(c: TableControl) -> TableControl:
+                if c.triggers.get(service) != note:
+                    return c  # a newer trigger: left for the next poll
+                return replace(c, triggers={k: v for k, v in c.triggers.items() if k != service})
+
+            try:
+                table.control = self._control.update(table.key, consume)
+            except Exception as e:
+                logger.error("could not consume the trigger of %s on %s: %s", service, table.name, e)
+        append(
+            table.storage,
+            control_record(
+                table.name,
+                self.config.replica,
+                "triggered",
+                by=note.by,
+                reason=f"{note.reason}: {outcome}" if note.reason else outcome,
+                service=service,
+                instant=instant.time if instant is not None else "",
+            ),
+            keep=self.config.admin.history_keep,
+        )
+        return instant is not None
 
     def maintenance(self, table: WatchedTable) -> list[str]:
         """The services without instants ``table`` runs (archival) that may have work on its last view, in
@@ -152,7 +218,7 @@ class Scheduler:
         table.schedule_error = message
 
     def _schedule_one(
-        self, table: WatchedTable, name: str, generator: InstantTimeGenerator
+        self, table: WatchedTable, name: str, generator: InstantTimeGenerator, *, respect_trigger: bool = True
     ) -> tuple[Instant | None, str]:
         """Schedule one service on ``table`` if its trigger fires and there is something to plan."""
         assert table.config is not None
@@ -164,7 +230,9 @@ class Scheduler:
             return None, not_here
         lock = self.coordination.table_lock(storage, config, table.settings.hoodie)
         view = Table(storage, config, table.timeline)
-        scheduled = service.schedule(view, lock, table_settings(table), generator)
+        scheduled = service.schedule(
+            view, lock, table_settings(table), generator, respect_trigger=respect_trigger
+        )
         if scheduled.files_deleted:
             self.metrics.files_deleted.labels(table=table.name, action="rollback").inc(
                 scheduled.files_deleted

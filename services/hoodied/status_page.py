@@ -396,9 +396,32 @@ def _history(out: list[str], table: Mapping[str, object]) -> None:
     _head_row(
         out,
         f"Recent runs (the last {_plural(len(records), 'record')}, most recent first)",
-        ("Started", "Service", "Instant", "Replica", "Outcome", "Rows", "Bytes", "Files", "Took", "Error"),
+        (
+            "Started",
+            "Service",
+            "Instant",
+            "Replica",
+            "Outcome",
+            "Rows",
+            "Bytes",
+            "Files",
+            "Took",
+            "Error / note",
+        ),
     )
     for r in records:
+        if r.get("kind") == "control":  # an operator's command: who gave it and why, instead of an error
+            why = f": {r['reason']}" if r.get("reason") else ""
+            note = f"by {_esc(r.get('by', '?'))}{_esc(why)}"
+            when = _utc(r["finished_at"]) if r.get("finished_at") is not None else ""
+            out.append(
+                f'<tr class="control"><td>{when}</td>'
+                f'<td>{_esc(r.get("service", ""))}</td><td class="mono">{_esc(r.get("instant", ""))}</td>'
+                f"<td>{_esc(r.get('replica', ''))}</td>"
+                f'<td class="outcome">ctl {_esc(r.get("outcome", ""))}</td>'
+                f"<td></td><td></td><td></td><td></td><td>{note}</td></tr>"
+            )
+            continue
         seconds = r.get("seconds")
         if seconds is None:
             start, end = _number(r.get("started_at")), _number(r.get("finished_at"))

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from hoodied.config import DaemonConfig
+from hoodied.control import ControlStore
 from hoodied.coordination import Coordination
 from hoodied.health import Heartbeats
 from hoodied.metrics import Metrics
@@ -47,8 +48,10 @@ class Supervisor:
         heartbeats: Heartbeats,
         spark: Callable[[], SparkSession],
         *,
+        control: ControlStore | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``control``: where the operators' commands are read (:mod:`hoodied.control`); None: none."""
         self.config = config
         self.coordination = coordination
         self.metrics = metrics
@@ -57,7 +60,8 @@ class Supervisor:
         #: What failed since the daemon started (tables that could not be polled, jobs that definitely
         #: failed, stopped on damaged data or ended unknown), for ``run --once``'s exit status.
         self.failures: list[str] = []
-        self.scheduler = Scheduler(config, coordination, metrics, self.stopping, clock=clock)
+        self.control = control
+        self.scheduler = Scheduler(config, coordination, metrics, self.stopping, control=control, clock=clock)
         self.runner = Runner(config, coordination, metrics, spark, self.stopping, self.failures, clock=clock)
         self.poller = Poller(
             config,
@@ -68,6 +72,7 @@ class Supervisor:
             self.runner,
             self.stopping,
             self.failures,
+            control=control,
             clock=clock,
         )
 

@@ -8,13 +8,16 @@ import json
 import logging
 from dataclasses import dataclass, field
 
+from hoodie.backlog import Backlog, BacklogCache
 from hoodie.config import TableConfig
 from hoodie.registry import SERVICES, service_named
 from hoodie.storage import Storage
 from hoodie.timeline.instant import Instant
 from hoodie.timeline.timeline import Timeline
 from hoodied.config import TableSettings
+from hoodied.control import TableControl
 from hoodied.coordination import claim_name, table_key
+from hoodied.urgency import order_key
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +29,7 @@ class WorkItem:
     table: WatchedTable
     service: str  # a name in hoodie.registry.SERVICE_NAMES
     instant: Instant
+    urgency: float = 1.0  # hoodied.urgency: priority x (1 + lag), as of the poll that found it
 
     @property
     def claim_name(self) -> str:
@@ -35,9 +39,12 @@ class WorkItem:
     def ident(self) -> tuple[str, str, str]:
         return (self.table.key, self.service, self.instant.time)
 
-    def sort_key(self) -> tuple[str, int, str]:
-        # Among instants of the same age, by the services' priority (cleans first: they free space).
-        return (self.instant.time, service_named(self.service).priority, self.table.key)
+    def sort_key(self) -> tuple[float, str, int, str]:
+        """Most urgent first, then oldest, then by the services' priority (cleans first: they free
+        space): :func:`hoodied.urgency.order_key`."""
+        return order_key(
+            self.urgency, self.instant.time, service_named(self.service).priority, self.table.key
+        )
 
 
 @dataclass
@@ -84,6 +91,18 @@ class WatchedTable:
     #: Why an unclaimed inflight instant is left alone (not started by hoodied, owner maybe alive), by time.
     foreign: dict[str, str] = field(default_factory=dict)
     last_results: dict[str, JobOutcome] = field(default_factory=dict)
+    #: The operators' word on the table (hoodied.control), as of the last poll.
+    control: TableControl = field(default_factory=TableControl)
+    #: How far behind its services are (hoodie.backlog), measured when the timeline changed.
+    backlog: Backlog | None = None
+    backlog_cache: BacklogCache = field(default_factory=BacklogCache)
+    backlog_listing: frozenset[str] | None = None
+    #: Per service: why the last scheduling did or did not request an instant.
+    schedule_reasons: dict[str, str] = field(default_factory=dict)
+    #: Per service: (code, sentence) saying why its next instant does not run now (hoodied.explain).
+    blocked: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: Per service: a sentence saying why its next instant is or is not due (hoodied status, the page).
+    next: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.key = self.key or table_key(self.name, self.uri)

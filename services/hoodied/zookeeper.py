@@ -419,6 +419,52 @@ class ZooKeeper:
             out[str(name)] = _parse_holder(raw)
         return out
 
+    # -- shared documents (the control plane) ------------------------------------------------------------
+
+    def document_path(self, folder: str, name: str) -> str:
+        return _join(
+            self.config.base_path, validate_segment(folder, "folder"), validate_segment(name, "document")
+        )
+
+    def documents(self, folder: str) -> list[str]:
+        """The names of the persistent documents under ``<base_path>/<folder>`` (none when it is absent)."""
+        path = _join(self.config.base_path, validate_segment(folder, "folder"))
+        client = self._session()[0]
+        try:
+            return sorted(str(n) for n in client.retry(client.get_children, path))
+        except NoNodeError:
+            return []
+        except KazooException as e:
+            raise ServiceError(f"could not list {path} in ZooKeeper: {type(e).__name__}: {e}") from e
+
+    def read_document(self, folder: str, name: str) -> tuple[bytes, int] | None:
+        """A document's bytes and version, or None when it does not exist."""
+        path = self.document_path(folder, name)
+        client = self._session()[0]
+        try:
+            raw, stat = client.retry(client.get, path)
+        except NoNodeError:
+            return None
+        except KazooException as e:
+            raise ServiceError(f"could not read {path} in ZooKeeper: {type(e).__name__}: {e}") from e
+        return bytes(raw or b""), int(stat.version)
+
+    def write_document(self, folder: str, name: str, data: bytes, version: int | None) -> bool:
+        """Write a persistent document if it is still at ``version`` (``None``: if it does not exist yet);
+        False when another writer got there first (read it again and retry)."""
+        path = self.document_path(folder, name)
+        client = self._session()[0]
+        try:
+            if version is None:
+                client.retry(client.create, path, data, makepath=True)
+            else:
+                client.retry(client.set, path, data, version=version)
+        except (NodeExistsError, BadVersionError, NoNodeError):
+            return False
+        except KazooException as e:
+            raise ServiceError(f"could not write {path} in ZooKeeper: {type(e).__name__}: {e}") from e
+        return True
+
     def _unregister(self, claim: ZooKeeperClaim) -> None:
         with self._lock:
             self._claims.discard(claim)

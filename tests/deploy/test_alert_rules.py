@@ -38,6 +38,13 @@ ALERTS = frozenset(
         "HoodiedZooKeeperDisconnected",
         "HoodiedPendingInstantTooOld",
         "HoodiedPollStalled",
+        "HoodiedCompactionNeverScheduled",
+        "HoodiedLogBacklogGrowing",
+        "HoodiedTimelineGrowing",
+        "HoodiedMetadataTableLagging",
+        "HoodiedCleanNotRunning",
+        "HoodiedServiceStale",
+        "HoodiedTablePausedTooLong",
     }
 )
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from hoodie.backlog import Backlog, LastSuccess
 from hoodied.metrics import FAILURE_KINDS, METRIC_NAMES, SAMPLE_NAMES, ZOOKEEPER_STATES, Metrics
 from support.metric_samples import touch_everything
 
@@ -172,6 +175,21 @@ def touch_everything_of(m: Metrics, table: str) -> None:
     m.count_requests(table, "poll", {"LIST": 1})
     m.active_timeline_instants.labels(table).set(12)
     m.instants_archived.labels(table).inc(3)
+    m.set_backlog(
+        table,
+        Backlog(
+            delta_commits_since_compaction=4,
+            log_bytes_since_compaction=1024,
+            commits_since_clean=7,
+            small_files=2,
+            metadata_lag_instants=1,
+            last_success={"compaction": LastSuccess("20261126100000000", "20261126100001000")},
+        ),
+        dt.datetime(2026, 11, 26, 11, 0, 1),
+    )
+    m.set_blocked(table, {"clustering": "paused"}, paused=True)
+    m.set_urgency(table, {"compaction": 5.0})
+    m.control_commands.labels(table, "pause").inc()
 
 
 def test_metric_names_are_the_families_of_a_real_exposition() -> None:

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import struct
-import subprocess
 import threading
 import time
-import zlib
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from hoodied.status_page import HISTORY_LIMIT, OVERVIEW_LIMIT, render_status_page
+from support.chromium import chromium_binary, png_scanlines, run_chromium
 
 T0 = 1_764_200_000.0  # 2025-11-26 23:33:20 UTC
 SPARK_ERROR = "SparkException: Job aborted due to stage failure: executor lost"
@@ -352,14 +350,6 @@ def test_a_fleet_of_10000_tables_renders_fast_and_shows_the_most_urgent() -> Non
 # -- the page in a browser ---------------------------------------------------------------------------------
 
 
-def chromium_binary() -> str:
-    for name in ("chromium", "chromium-browser"):
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.skip("no headless Chromium on PATH (Debian package chromium; `.ci/install --test` installs it)")
-
-
 @pytest.fixture
 def served_page(tmp_path: Path) -> Iterator[str]:
     """The realistic page written to a file and served from it on a free loopback port: its URL."""
@@ -387,45 +377,6 @@ def served_page(tmp_path: Path) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
-
-
-def run_chromium(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [
-        binary,
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        f"--user-data-dir={profile}",
-        *args,
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 0, f"{' '.join(command)} exited {result.returncode}:\n{result.stderr[-3000:]}"
-    return result
-
-
-def png_scanlines(data: bytes) -> tuple[int, int, list[bytes]]:
-    """A non-interlaced 8-bit PNG's width, height and its scanlines as stored (each a filter type byte and
-    the filtered pixel bytes)."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
-    length, kind = struct.unpack(">I4s", data[8:16])
-    assert kind == b"IHDR"
-    assert length == 13
-    width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", data[16:29])
-    assert depth == 8
-    assert interlace == 0
-    channels = {0: 1, 2: 3, 4: 2, 6: 4}[color]
-    idat = []
-    at = 8
-    while at < len(data):
-        length, kind = struct.unpack(">I4s", data[at : at + 8])
-        if kind == b"IDAT":
-            idat.append(data[at + 8 : at + 8 + length])
-        at += 12 + length  # length, type, data, CRC
-    pixels = zlib.decompress(b"".join(idat))
-    stride = 1 + width * channels
-    assert len(pixels) == stride * height
-    return width, height, [pixels[r * stride : (r + 1) * stride] for r in range(height)]
 
 
 def test_chromium_renders_the_page(served_page: str, tmp_path: Path) -> None:

@@ -3,6 +3,9 @@ the tests that check names and labels against what is exported (metrics, dashboa
 
 from __future__ import annotations
 
+import datetime as dt
+
+from hoodie.backlog import Backlog, LastSuccess
 from hoodied.metrics import Metrics
 
 
@@ -27,3 +30,18 @@ def touch_everything(m: Metrics) -> None:
     m.count_requests("orders", "poll", {"LIST": 1})
     m.active_timeline_instants.labels("orders").set(40)
     m.instants_archived.labels("orders").inc(10)
+    m.set_backlog(
+        "orders",
+        Backlog(
+            delta_commits_since_compaction=12,
+            log_bytes_since_compaction=3 * 1024**3,
+            commits_since_clean=30,
+            small_files=25,
+            metadata_lag_instants=2,
+            last_success={"compaction": LastSuccess("20261126100000000", "20261126100001000")},
+        ),
+        dt.datetime(2026, 11, 26, 11, 0, 1),
+    )
+    m.set_blocked("orders", {"clustering": "paused"}, paused=True)
+    m.set_urgency("orders", {"compaction": 13.0})
+    m.control_commands.labels("orders", "pause").inc()

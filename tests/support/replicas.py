@@ -49,6 +49,21 @@ class Replica:
         except urllib.error.HTTPError as e:
             return int(e.code), e.read().decode()
 
+    def post(
+        self, path: str, body: dict[str, object], token: str | None, timeout: float = 10.0
+    ) -> tuple[int, str]:
+        """POST ``body`` as JSON, with ``Authorization: Bearer token`` when given."""
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        req = urllib.request.Request(self.url(path), data=json.dumps(body).encode(), method="POST")
+        req.add_header("Content-Type", "application/json")
+        if token is not None:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with opener.open(req, timeout=timeout) as r:
+                return int(r.status), r.read().decode()
+        except urllib.error.HTTPError as e:
+            return int(e.code), e.read().decode()
+
     def scrape(self) -> dict[str, float] | None:
         """Sums of a few metric families over their series."""
         try:
@@ -102,8 +117,23 @@ class Cluster:
         self.base_path = f"/hoodied-test-{uuid.uuid4().hex[:8]}"
         self.replicas: list[Replica] = []
 
-    def start(self, name: str, *, failpoints: str = "", max_jobs: int = 2, cores: int = 1) -> Replica:
+    def start(
+        self, name: str, *, failpoints: str = "", max_jobs: int = 2, cores: int = 1, extra: str = ""
+    ) -> Replica:
+        """Start replica ``name``; ``extra``: more top-level YAML of its configuration (one line each)."""
         port = free_port()
+        config = self.config(name, port, max_jobs=max_jobs, cores=cores, extra=extra)
+        log = self.tmp / f"{name}.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HOODIE_FAILPOINT")}
+        if failpoints:
+            env["HOODIE_FAILPOINTS"] = failpoints
+        proc = start_daemon(config, log, env)
+        replica = Replica(name, proc, log, port)
+        self.replicas.append(replica)
+        return replica
+
+    def config(self, name: str, port: int, *, max_jobs: int = 2, cores: int = 1, extra: str = "") -> Path:
+        """Write replica ``name``'s configuration file; returns its path."""
         config = self.tmp / f"{name}.yaml"
         tables = "\n".join(f"  - {t}" for t in self.tables)
         config.write_text(
@@ -124,20 +154,14 @@ class Cluster:
                 metrics: {{host: 127.0.0.1, port: {port}}}
                 logging: {{format: json}}
                 jobs: {{takeover_grace: {TAKEOVER_GRACE}s, shutdown_grace: 60s, backoff: 1s, max_attempts: 3}}
-                tables:
                 """
             )
+            + (extra.rstrip() + "\n" if extra else "")
+            + "tables:\n"
             + tables
             + "\n"
         )
-        log = self.tmp / f"{name}.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HOODIE_FAILPOINT")}
-        if failpoints:
-            env["HOODIE_FAILPOINTS"] = failpoints
-        proc = start_daemon(config, log, env)
-        replica = Replica(name, proc, log, port)
-        self.replicas.append(replica)
-        return replica
+        return config
 
     def wait_ready(self, replica: Replica, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout

@@ -42,6 +42,8 @@ class Archival(TableService):
         lock: LockProvider,
         settings: Mapping[str, str],
         time_generator: InstantTimeGenerator | None = None,
+        *,
+        respect_trigger: bool = True,
     ) -> Scheduled:
         return Scheduled(None, "archival has no instants to schedule; it runs through maintain()")
 

@@ -22,7 +22,7 @@ from hoodie.clean.execute import (
     delete_files,
     prepare_clean,
 )
-from hoodie.clean.plan import CleanConfig, FailedWritesPolicy, pending_cleans, schedule_clean
+from hoodie.clean.plan import CleanConfig, FailedWritesPolicy, clean_due, pending_cleans, schedule_clean
 from hoodie.lock import LockProvider
 from hoodie.metadata_table import refuse_metadata_table
 from hoodie.storage import Storage
@@ -67,6 +67,8 @@ class Clean(TableService):
         lock: LockProvider,
         settings: Mapping[str, str],
         time_generator: InstantTimeGenerator | None = None,
+        *,
+        respect_trigger: bool = True,
     ) -> Scheduled:
         storage = table.storage
         config = CleanConfig.from_config(settings)
@@ -85,9 +87,18 @@ class Clean(TableService):
         else:
             view = table
         result = schedule_clean(
-            storage, lock, config=config, respect_trigger=True, time_generator=time_generator, view=view
+            storage,
+            lock,
+            config=config,
+            respect_trigger=respect_trigger,
+            time_generator=time_generator,
+            view=view,
         )
         return Scheduled(result.instant, result.reason, files_deleted=rolled)
+
+    def trigger_state(self, table: Table, settings: Mapping[str, str]) -> str | None:
+        fires, why = clean_due(table, CleanConfig.from_config(settings))
+        return f"clean trigger {'fires' if fires else 'does not fire'}: {why}"
 
     def prepare(
         self,

@@ -20,7 +20,7 @@ from hoodie.clustering.execute import (
     run_clustering_task,
 )
 from hoodie.clustering.layout import LayoutConfig
-from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
+from hoodie.clustering.plan import ClusteringConfig, evaluate_clustering_trigger, schedule_clustering
 from hoodie.lock import LockProvider
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -58,16 +58,21 @@ class Clustering(TableService):
         lock: LockProvider,
         settings: Mapping[str, str],
         time_generator: InstantTimeGenerator | None = None,
+        *,
+        respect_trigger: bool = True,
     ) -> Scheduled:
         result = schedule_clustering(
             table.storage,
             lock,
             config=ClusteringConfig.from_config(settings),
-            respect_trigger=True,
+            respect_trigger=respect_trigger,
             time_generator=time_generator,
             view=table,
         )
         return Scheduled(result.instant, result.reason)
+
+    def trigger_state(self, table: Table, settings: Mapping[str, str]) -> str | None:
+        return evaluate_clustering_trigger(table, ClusteringConfig.from_config(settings)).reason
 
     def prepare(
         self,

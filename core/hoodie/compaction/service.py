@@ -21,7 +21,7 @@ from hoodie.compaction.execute import (
 )
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.strategy import CompactionConfig
-from hoodie.compaction.trigger import TriggerConfig
+from hoodie.compaction.trigger import TriggerConfig, evaluate_trigger
 from hoodie.lock import LockProvider
 from hoodie.metadata_table import refuse_metadata_table
 from hoodie.storage import Storage
@@ -63,17 +63,23 @@ class Compaction(TableService):
         lock: LockProvider,
         settings: Mapping[str, str],
         time_generator: InstantTimeGenerator | None = None,
+        *,
+        respect_trigger: bool = True,
     ) -> Scheduled:
         refuse_metadata_table(table.storage, table.config, self.name)
         result = schedule_compaction(
             table.storage,
             lock,
             config=CompactionConfig.from_config(settings),
-            trigger=TriggerConfig.from_config(settings),
+            trigger=TriggerConfig.from_config(settings) if respect_trigger else None,
             time_generator=time_generator,
             view=table,
         )
         return Scheduled(result.instant, result.reason)
+
+    def trigger_state(self, table: Table, settings: Mapping[str, str]) -> str | None:
+        now = InstantTimeGenerator().now_in_zone(table.config)
+        return evaluate_trigger(table.timeline, TriggerConfig.from_config(settings), now).reason
 
     def prepare(
         self,

@@ -118,6 +118,8 @@ class Indexing(TableService):
         lock: LockProvider,
         settings: Mapping[str, str],
         time_generator: InstantTimeGenerator | None = None,
+        *,
+        respect_trigger: bool = True,
     ) -> Scheduled:
         return Scheduled(None, self.requested_by)
 

@@ -23,7 +23,7 @@ from hoodie.logcompaction.execute import (
     run_log_compaction_task,
 )
 from hoodie.logcompaction.plan import SERVICE, schedule_log_compaction
-from hoodie.logcompaction.trigger import LogCompactionConfig
+from hoodie.logcompaction.trigger import LogCompactionConfig, evaluate_trigger
 from hoodie.metadata_table import refuse_metadata_table
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -61,17 +61,23 @@ class LogCompaction(TableService):
         lock: LockProvider,
         settings: Mapping[str, str],
         time_generator: InstantTimeGenerator | None = None,
+        *,
+        respect_trigger: bool = True,
     ) -> Scheduled:
         refuse_metadata_table(table.storage, table.config, self.name)
         result = schedule_log_compaction(
             table.storage,
             lock,
             config=LogCompactionConfig.from_config(settings),
-            respect_trigger=True,
+            respect_trigger=respect_trigger,
             time_generator=time_generator,
             view=table,
         )
         return Scheduled(result.instant, result.reason)
+
+    def trigger_state(self, table: Table, settings: Mapping[str, str]) -> str | None:
+        decision = evaluate_trigger(table.timeline)
+        return f"log compaction trigger {'fires' if decision.fire else 'does not fire'}: {decision.reason}"
 
     def prepare(
         self,

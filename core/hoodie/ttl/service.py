@@ -60,6 +60,8 @@ class PartitionTTL(TableService):
         lock: LockProvider,
         settings: Mapping[str, str],
         time_generator: InstantTimeGenerator | None = None,
+        *,
+        respect_trigger: bool = True,
     ) -> Scheduled:
         config = TTLConfig.from_config(settings)
         generator = time_generator or InstantTimeGenerator()
@@ -67,13 +69,18 @@ class PartitionTTL(TableService):
         timeline = hash(table.timeline.instants)
         with self._guard:
             remembered = self._idle.get(key)
-        if remembered is not None and remembered[:2] == (timeline, config):
+        if respect_trigger and remembered is not None and remembered[:2] == (timeline, config):
             next_expiry = remembered[2]
             if next_expiry is None or generator.provisional(table.config, table.timeline) <= next_expiry:
                 when = f"before {next_expiry}" if next_expiry else "(no partition dated)"
                 return Scheduled(None, f"no partition expires {when}; nothing written since the last look")
         result = schedule_ttl(
-            table.storage, lock, config=config, respect_trigger=True, time_generator=generator, view=table
+            table.storage,
+            lock,
+            config=config,
+            respect_trigger=respect_trigger,
+            time_generator=generator,
+            view=table,
         )
         with self._guard:
             if result.instant is None and result.plan is not None and not result.plan.expired:

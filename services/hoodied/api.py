@@ -1,0 +1,192 @@
+"""The HTTP API on the metrics port (``/api/v1``, JSON) and the status page (``GET /``).
+
+Reads are open (as ``/metrics`` and ``/status`` are); every call that changes something needs the admin
+token, ``Authorization: Bearer <token>``, compared in constant time with the content of ``admin.token_file``
+(re-read at each call, so a rotated Kubernetes secret takes effect without a restart). Without a token file
+the API only reads (403); a missing or wrong token is 401 and changes nothing.
+
+=======  ==========================================  ====================================================
+method   path                                        what
+=======  ==========================================  ====================================================
+GET      ``/``                                       the HTML status page (:mod:`hoodied.status_page`)
+GET      ``/api/v1/status``                          this replica's status (JSON; as ``/status``)
+GET      ``/api/v1/tables``                          every table: control state, backlog, pending, next
+GET      ``/api/v1/tables/<table>``                  one table
+GET      ``/api/v1/tables/<table>/history?limit=N``  the table's history, newest first
+POST     ``/api/v1/tables/<table>/<command>``        pause, resume, drain, trigger, cancel, retry; body:
+                                                     ``{"service", "instant", "reason", "by"}`` (JSON)
+=======  ==========================================  ====================================================
+
+Errors are JSON ``{"error": "..."}`` with 400 (a bad command), 401, 403, 404 (no such table or path), 409
+(cancel of an instant that is not pending) or 500.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from urllib.parse import parse_qs, unquote
+
+from hoodied.commands import check_command, issue
+from hoodied.control import Command, ControlError, ControlStore, read_token
+from hoodied.history import read_history
+from hoodied.metrics import Metrics
+from hoodied.status_page import render_status_page
+from hoodied.work import WatchedTable
+
+logger = logging.getLogger(__name__)
+
+JSON = "application/json"
+HTML = "text/html; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: HTTPStatus
+    content_type: str
+    body: bytes
+    headers: Mapping[str, str] | None = None
+
+
+def _json(status: HTTPStatus, value: object, headers: Mapping[str, str] | None = None) -> Reply:
+    return Reply(status, JSON, json.dumps(value, default=str, indent=2, sort_keys=True).encode(), headers)
+
+
+def _error(status: HTTPStatus, message: str, headers: Mapping[str, str] | None = None) -> Reply:
+    return _json(status, {"error": message}, headers)
+
+
+class Api:
+    """Answers the API's requests for one daemon (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        replica: str,
+        status: Callable[[], dict[str, object]],
+        tables: Callable[[], list[WatchedTable]],
+        store: ControlStore | None,
+        token_file: str | None,
+        metrics: Metrics,
+        history_keep: int,
+    ) -> None:
+        self.replica = replica
+        self._status = status
+        self._tables = tables
+        self._store = store
+        self._token_file = token_file
+        self._metrics = metrics
+        self._history_keep = history_keep
+
+    def handles(self, path: str) -> bool:
+        return path == "/" or path == "/api/v1" or path.startswith("/api/v1/")
+
+    def get(self, path: str, query: str) -> Reply:
+        if path == "/":
+            return Reply(HTTPStatus.OK, HTML, render_status_page(self._status()).encode("utf-8"))
+        parts = [unquote(p) for p in path.removeprefix("/api/v1").strip("/").split("/") if p]
+        if parts == ["status"]:
+            return _json(HTTPStatus.OK, self._status())
+        if parts[:1] != ["tables"]:
+            return _error(HTTPStatus.NOT_FOUND, f"no such path: {path}")
+        tables = self._status().get("tables")
+        tables = tables if isinstance(tables, Mapping) else {}
+        if len(parts) == 1:
+            return _json(HTTPStatus.OK, tables)
+        table = self._table(parts[1])
+        if table is None:
+            return _error(HTTPStatus.NOT_FOUND, f"no table {parts[1]!r}")
+        if len(parts) == 2:
+            return _json(HTTPStatus.OK, tables.get(table.name, {}))
+        if parts[2:] == ["history"]:
+            limit = _limit(query)
+            if limit is None:
+                return _error(HTTPStatus.BAD_REQUEST, "limit must be a whole number from 1 to 10000")
+            return _json(HTTPStatus.OK, [r.to_json() for r in read_history(table.storage, limit=limit)])
+        return _error(HTTPStatus.NOT_FOUND, f"no such path: {path}")
+
+    def post(self, path: str, headers: Mapping[str, str], body: bytes, client: str) -> Reply:
+        parts = [unquote(p) for p in path.removeprefix("/api/v1").strip("/").split("/") if p]
+        if len(parts) != 3 or parts[0] != "tables":
+            return _error(HTTPStatus.NOT_FOUND, f"no such path: {path}")
+        refused = self._authorize(headers)
+        if refused is not None:
+            logger.warning("refused POST %s from %s: %s", path, client, refused.status.phrase)
+            return refused
+        table = self._table(parts[1])
+        if table is None:
+            return _error(HTTPStatus.NOT_FOUND, f"no table {parts[1]!r}")
+        try:
+            raw = json.loads(body) if body.strip() else {}
+            if not isinstance(raw, Mapping):
+                raise ValueError("the body must be a JSON object")
+            command = Command(
+                command=parts[2],
+                by=str(raw.get("by") or f"api@{client}"),
+                reason=str(raw.get("reason") or ""),
+                service=str(raw["service"]) if raw.get("service") else None,
+                instant=str(raw["instant"]) if raw.get("instant") else None,
+            )
+            pending = {s: [i.time for i in v] for s, v in table.pending.items()}
+            if (
+                command.command == "cancel"
+                and command.service in pending
+                and command.instant not in pending[command.service]
+            ):
+                return _error(
+                    HTTPStatus.CONFLICT,
+                    f"{command.service} {command.instant} is not pending on {table.name}",
+                )
+            check_command(table, command, None)
+        except (ValueError, ControlError) as e:
+            return _error(HTTPStatus.BAD_REQUEST, str(e))
+        if self._store is None:
+            return _error(HTTPStatus.INTERNAL_SERVER_ERROR, "this daemon has no control store")
+        try:
+            written = issue(
+                self._store, table, command, replica=self.replica, history_keep=self._history_keep
+            )
+        except ControlError as e:
+            return _error(HTTPStatus.INTERNAL_SERVER_ERROR, str(e))
+        self._metrics.control_commands.labels(table.name, command.command).inc()
+        return _json(
+            HTTPStatus.OK, {"table": table.name, "command": command.command, "control": written.to_json()}
+        )
+
+    def _authorize(self, headers: Mapping[str, str]) -> Reply | None:
+        expected = read_token(self._token_file)
+        if expected is None:
+            return _error(
+                HTTPStatus.FORBIDDEN,
+                "changes are disabled: no admin.token_file configured (or it is unreadable)",
+            )
+        given = headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected.encode()):
+            return _error(
+                HTTPStatus.UNAUTHORIZED,
+                "a valid admin token is needed (Authorization: Bearer <token>)",
+                {"WWW-Authenticate": 'Bearer realm="hoodied"'},
+            )
+        return None
+
+    def _table(self, name: str) -> WatchedTable | None:
+        return next((t for t in self._tables() if t.name == name), None)
+
+
+def _limit(query: str) -> int | None:
+    values = parse_qs(query).get("limit")
+    if not values:
+        return 50
+    try:
+        n = int(values[0])
+    except ValueError:
+        return None
+    return n if 1 <= n <= 10000 else None
+
+
+__all__ = ["Api", "Reply"]
