@@ -358,7 +358,8 @@ def _backlog(out: list[str], table: Mapping[str, object]) -> None:
         )
     for key, label in (("priority", "Priority"), ("max_concurrent_jobs", "Most jobs at once")):
         if key in table:
-            settings.append(f'<tr><th scope="row">{label}</th><td class="num">{_count(table[key])}</td></tr>')
+            shown = "no cap" if table[key] is None else _count(table[key])
+            settings.append(f'<tr><th scope="row">{label}</th><td class="num">{shown}</td></tr>')
     if settings:
         out.append("<table><caption>Urgency and limits</caption><tbody>")
         out.extend(settings)
