@@ -35,7 +35,7 @@ from hoodied.commands import check_command, issue
 from hoodied.control import Command, ControlError, ControlStore, read_token
 from hoodied.history import read_history
 from hoodied.metrics import Metrics
-from hoodied.status_page import render_status_page
+from hoodied.status_page import HISTORY_LIMIT, OVERVIEW_LIMIT, render_status_page, urgency
 from hoodied.work import WatchedTable
 
 logger = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class Api:
         self,
         *,
         replica: str,
-        status: Callable[[], dict[str, object]],
+        status: Callable[[], dict[str, object]],  # every table, without history (hoodied.daemon)
         tables: Callable[[], list[WatchedTable]],
         store: ControlStore | None,
         token_file: str | None,
@@ -87,7 +87,7 @@ class Api:
 
     def get(self, path: str, query: str) -> Reply:
         if path == "/":
-            return Reply(HTTPStatus.OK, HTML, render_status_page(self._status()).encode("utf-8"))
+            return Reply(HTTPStatus.OK, HTML, render_status_page(self._page_status()).encode("utf-8"))
         parts = [unquote(p) for p in path.removeprefix("/api/v1").strip("/").split("/") if p]
         if parts == ["status"]:
             return _json(HTTPStatus.OK, self._status())
@@ -101,7 +101,9 @@ class Api:
         if table is None:
             return _error(HTTPStatus.NOT_FOUND, f"no table {parts[1]!r}")
         if len(parts) == 2:
-            return _json(HTTPStatus.OK, tables.get(table.name, {}))
+            one = dict(tables.get(table.name, {}))
+            one["history"] = [r.to_json() for r in read_history(table.storage, limit=HISTORY_LIMIT)]
+            return _json(HTTPStatus.OK, one)
         if parts[2:] == ["history"]:
             limit = _limit(query)
             if limit is None:
@@ -173,6 +175,32 @@ class Api:
                 {"WWW-Authenticate": 'Bearer realm="hoodied"'},
             )
         return None
+
+    def _page_status(self) -> dict[str, object]:
+        """The status with the recent history of the tables the page details (the most urgent
+        :data:`~hoodied.status_page.OVERVIEW_LIMIT`): a big fleet's page reads a few hundred histories, not
+        every table's."""
+        status = self._status()
+        tables = status.get("tables")
+        if not isinstance(tables, dict):
+            return status
+        by_name = {t.name: t for t in self._tables()}
+
+        def rank(name: str) -> tuple[float, str]:
+            value = urgency(tables[name]) if isinstance(tables[name], Mapping) else None
+            return (-(value or 0.0), name)
+
+        for name in sorted(tables, key=rank)[:OVERVIEW_LIMIT]:
+            watched = by_name.get(name)
+            if watched is None or not isinstance(tables[name], dict):
+                continue
+            try:
+                tables[name]["history"] = [
+                    r.to_json() for r in read_history(watched.storage, limit=HISTORY_LIMIT)
+                ]
+            except Exception as e:  # the page shows what it can
+                logger.debug("cannot read the history of %s: %s", name, e)
+        return status
 
     def _table(self, name: str) -> WatchedTable | None:
         return next((t for t in self._tables() if t.name == name), None)

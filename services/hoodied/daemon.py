@@ -44,7 +44,6 @@ from hoodied.coordination import (
 )
 from hoodied.explain import RunnerView, explain
 from hoodied.health import HealthServer, Heartbeats
-from hoodied.history import read_history
 from hoodied.logs import setup_logging
 from hoodied.metrics import Metrics
 from hoodied.ownership import decide
@@ -174,9 +173,9 @@ class Daemon:
         self.zookeeper = _zookeeper(self.config, self.metrics, self.heartbeats)
         return ZooKeeperCoordination(self.zookeeper, self.config.zookeeper, self.metrics, timeout)
 
-    def status(self, *, history: int = 10) -> dict[str, object]:
-        """What ``/status``, ``/api/v1`` and the status page serve: this replica's view of its tables, with
-        each table's ``history`` most recent records (read from the table; 0: none)."""
+    def status(self) -> dict[str, object]:
+        """What ``/status``, ``/api/v1`` and the status page serve: this replica's view of its tables (the
+        API adds the histories it shows: :mod:`hoodied.api`)."""
         supervisor = self.supervisor
         tables = supervisor.tables() if supervisor else []
         holders: dict[str, Mapping[str, object]] = {}
@@ -202,7 +201,7 @@ class Daemon:
                 }
                 for i in (supervisor.running if supervisor else [])
             ],
-            "tables": {t.name: _table_status(t, holders, history) for t in tables},
+            "tables": {t.name: _table_status(t, holders) for t in tables},
         }
 
     def run(self, *, once: bool = False, handle_signals: bool = True) -> int:
@@ -359,21 +358,13 @@ def _now() -> object:
     return dt.datetime.now(dt.UTC)
 
 
-def _table_status(
-    t: WatchedTable, holders: Mapping[str, Mapping[str, object]], history: int
-) -> dict[str, object]:
+def _table_status(t: WatchedTable, holders: Mapping[str, Mapping[str, object]]) -> dict[str, object]:
     """One table as the status serves it (the shape :mod:`hoodied.status_page` renders)."""
     control = t.control
     note = control.note
     backlog: dict[str, object] = {}
     if t.backlog is not None and t.config is not None:
         backlog = t.backlog.to_json(InstantTimeGenerator().now_in_zone(t.config))
-    records: list[dict[str, object]] = []
-    if history > 0:
-        try:
-            records = [r.to_json() for r in read_history(t.storage, limit=history)]
-        except Exception as e:
-            logger.debug("cannot read the history of %s: %s", t.name, e)
     return {
         "uri": t.uri,
         "control": {
@@ -406,7 +397,6 @@ def _table_status(
         "schedule_error": t.schedule_error,
         "held": t.held,
         "last_results": {s: o.__dict__ for s, o in t.last_results.items()},
-        "history": records,
     }
 
 
