@@ -32,7 +32,7 @@ from http import HTTPStatus
 from urllib.parse import parse_qs, unquote
 
 from hoodied.commands import check_command, issue
-from hoodied.control import Command, ControlError, ControlStore, read_token
+from hoodied.control import Command, ControlError, ControlStore, NotPending, read_token
 from hoodied.history import read_history
 from hoodied.metrics import Metrics
 from hoodied.status_page import HISTORY_LIMIT, OVERVIEW_LIMIT, render_status_page, urgency
@@ -133,17 +133,11 @@ class Api:
                 service=str(raw["service"]) if raw.get("service") else None,
                 instant=str(raw["instant"]) if raw.get("instant") else None,
             )
+            # As of the last poll; before a table's first poll its pending instants are not known yet.
             pending = {s: [i.time for i in v] for s, v in table.pending.items()}
-            if (
-                command.command == "cancel"
-                and command.service in pending
-                and command.instant not in pending[command.service]
-            ):
-                return _error(
-                    HTTPStatus.CONFLICT,
-                    f"{command.service} {command.instant} is not pending on {table.name}",
-                )
-            check_command(table, command, None)
+            check_command(table, command, pending if command.service in pending else None)
+        except NotPending as e:
+            return _error(HTTPStatus.CONFLICT, str(e))
         except (ValueError, ControlError) as e:
             return _error(HTTPStatus.BAD_REQUEST, str(e))
         if self._store is None:

@@ -12,7 +12,15 @@ import logging
 
 from hoodie.registry import SERVICE_NAMES, SERVICES
 from hoodie.table import Table
-from hoodied.control import NEEDS_SERVICE, Command, ControlError, ControlStore, TableControl, apply_command
+from hoodied.control import (
+    NEEDS_SERVICE,
+    Command,
+    ControlError,
+    ControlStore,
+    NotPending,
+    TableControl,
+    apply_command,
+)
 from hoodied.history import append, control_record
 from hoodied.work import WatchedTable
 
@@ -36,7 +44,7 @@ def check_command(table: WatchedTable, command: Command, pending: dict[str, list
         and service is not None
         and command.instant not in pending.get(service, [])
     ):
-        raise ControlError(f"{service} {command.instant} is not pending on table {table.name}")
+        raise NotPending(f"{service} {command.instant} is not pending on table {table.name}")
 
 
 def pending_times(table: WatchedTable) -> dict[str, list[str]]:

@@ -69,6 +69,10 @@ class ControlError(ServiceError):
     be read or written."""
 
 
+class NotPending(ControlError):
+    """A command names an instant that is not pending on the table (the API answers 409)."""
+
+
 @dataclass(frozen=True)
 class Note:
     """Who asked for something, why and when (Unix seconds)."""
@@ -333,6 +337,7 @@ __all__ = [
     "ControlError",
     "ControlStore",
     "FileControlStore",
+    "NotPending",
     "Note",
     "TableControl",
     "ZooKeeperControlStore",

@@ -127,16 +127,17 @@ class Runner:
         control = item.table.control
         if not control.claims_allowed or control.is_cancelled(item.service, item.instant.time):
             return True
-        return self._running_count(item.table) >= (item.table.settings.max_concurrent_jobs or 1 << 30)
+        return self._full(item.table)
 
-    def _running_count(self, table: WatchedTable) -> int:
-        return sum(1 for item in self._running.values() if item.table is table)
+    def _full(self, table: WatchedTable) -> bool:
+        """The table's ``max_concurrent_jobs`` are running here (the caller holds the lock)."""
+        cap = table.settings.max_concurrent_jobs
+        return cap is not None and sum(1 for item in self._running.values() if item.table is table) >= cap
 
     def at_cap(self, table: WatchedTable) -> bool:
         """The table's ``max_concurrent_jobs`` are running here."""
-        cap = table.settings.max_concurrent_jobs
         with self._cond:
-            return cap is not None and self._running_count(table) >= cap
+            return self._full(table)
 
     def is_running_instant(self, table: WatchedTable, service: str, instant: str) -> bool:
         with self._cond:
