@@ -41,6 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "hoodie.new_table",
             "hoodie.avro",
             "hoodie.hfile",
+            "hoodie.parquet",
             "hoodie.lock",
         ),
     ),

@@ -59,6 +59,7 @@ import pyarrow.parquet as pq
 
 from hoodie.bloom import DYNAMIC_V0, FOOTER_KEY, FOOTER_TYPE_CODE_KEY, SIMPLE, new_bloom_filter
 from hoodie.errors import InvalidWriteConfig, SchemaMismatch, UnsupportedTable
+from hoodie.parquet.column_parallel import ColumnParallelWriter, encode_threads
 from hoodie.read.merge import record_keys as _record_keys
 from hoodie.schema import avro_to_arrow_schema
 from hoodie.settings import bool_setting, int_setting, probability_setting
@@ -99,6 +100,10 @@ BLOOM_FILTER_FPP = "hoodie.index.bloom.fpp"
 BLOOM_FILTER_FPP_DEFAULT = 0.000000001
 BLOOM_FILTER_DYNAMIC_MAX_ENTRIES = "hoodie.bloom.index.filter.dynamic.max.entries"
 BLOOM_FILTER_DYNAMIC_MAX_ENTRIES_DEFAULT = 100000
+# hoodied's own: the threads encoding one file's columns (hoodie.parquet.column_parallel); 0 is the cores
+# available, at most 4. The file is the same bytes whatever the number.
+PARQUET_ENCODE_THREADS = "hoodie.parquet.hoodied.encode.threads"
+PARQUET_ENCODE_THREADS_DEFAULT = 0
 
 # Hudi's codec names (parquet-mr ``CompressionCodecName``, any case; "" is uncompressed) -> pyarrow's.
 _CODECS = {
@@ -150,6 +155,7 @@ class ParquetOptions:
     bloom_num_entries: int = BLOOM_FILTER_NUM_ENTRIES_DEFAULT
     bloom_fpp: float = BLOOM_FILTER_FPP_DEFAULT
     bloom_max_entries: int = BLOOM_FILTER_DYNAMIC_MAX_ENTRIES_DEFAULT
+    encode_threads: int = PARQUET_ENCODE_THREADS_DEFAULT
 
     def __post_init__(self) -> None:
         if self.compression.lower() not in _CODECS:
@@ -170,6 +176,10 @@ class ParquetOptions:
         ):
             if value <= 0:
                 raise InvalidWriteConfig(f"{key}={value!r}: must be positive")
+        if self.encode_threads < 0:
+            raise InvalidWriteConfig(
+                f"{PARQUET_ENCODE_THREADS}={self.encode_threads!r}: must be 0 (the cores available) or more"
+            )
         if not 0.0 < self.bloom_fpp < 1.0:
             raise InvalidWriteConfig(
                 f"{BLOOM_FILTER_FPP}={self.bloom_fpp!r}: must lie strictly between 0 and 1"
@@ -208,6 +218,9 @@ class ParquetOptions:
                 BLOOM_FILTER_DYNAMIC_MAX_ENTRIES_DEFAULT,
                 minimum=1,
                 bits=32,
+            ),
+            encode_threads=int_setting(
+                config, PARQUET_ENCODE_THREADS, PARQUET_ENCODE_THREADS_DEFAULT, minimum=0, bits=32
             ),
         )
 
@@ -557,14 +570,16 @@ def _write_rows(
     row_group_rows: int,
     footer: _KeyFooter,
 ) -> BaseFileStats:
-    """Write ``chunks`` through one Parquet writer (create-if-absent), the key footers last."""
+    """Write ``chunks`` through one Parquet writer (create-if-absent), the key footers last. The writer
+    encodes each row group's columns on several threads; the bytes are pyarrow's writer's."""
     num_rows = 0
     try:
         with (
             storage.create_stream(path) as sink,
-            pq.ParquetWriter(
+            ColumnParallelWriter(
                 sink,
                 schema,
+                threads=encode_threads(options.encode_threads),
                 version="2.6",
                 compression=options.pyarrow_compression,
                 compression_level=options.pyarrow_compression_level,

@@ -1,0 +1,301 @@
+"""A Parquet writer that encodes the columns of a row group on several threads at once, and writes the same
+bytes as ``pyarrow.parquet.ParquetWriter`` given the same table and options.
+
+Why: pyarrow's writer encodes and compresses one column chunk after another on the calling thread, and with
+gzip (Hudi's default codec) that is most of a compaction's time. Column chunks are independent in Parquet:
+each is its pages (headers, a CRC each, values), its statistics and dictionary its own, found by the offsets
+in the footer. So the columns of a row group are split into ``threads`` parts (whole top-level fields,
+balanced by their in-memory size), each part is written as a Parquet file of its own into memory on a thread
+(pyarrow releases the GIL while encoding), and the parts' column chunks are copied into the output in the
+schema's column order, their footer offsets moved by where they land. The footer is the parts' footers
+stitched together under the full schema's (read from an empty file written with the whole schema), so the
+output is byte for byte what one writer writes (``tests/core/parquet`` checks it), only sooner.
+
+What it costs: each part's encoded bytes are held until its row group is written (compressed bytes, a
+fraction of the rows' Arrow size), and at most two row groups are in flight.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections import deque
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, BinaryIO, Protocol
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hoodie.parquet.thrift_compact import (
+    BINARY,
+    I16,
+    I64,
+    LIST,
+    STRUCT,
+    Struct,
+    ThriftError,
+    ThriftList,
+    read_struct,
+    write_struct,
+)
+
+MAGIC = b"PAR1"
+
+# FileMetaData, RowGroup, ColumnChunk and ColumnMetaData field ids (parquet.thrift).
+_FILE_SCHEMA, _FILE_NUM_ROWS, _FILE_ROW_GROUPS, _FILE_KEY_VALUES = 2, 3, 4, 5
+_RG_COLUMNS, _RG_TOTAL_BYTES, _RG_NUM_ROWS, _RG_FILE_OFFSET, _RG_TOTAL_COMPRESSED, _RG_ORDINAL = (
+    1,
+    2,
+    3,
+    5,
+    6,
+    7,
+)
+_CC_FILE_OFFSET, _CC_META = 2, 3
+_CC_OFFSETS = (4, 6)  # offset index, column index: positions in the file, when written
+_CM_TOTAL_COMPRESSED, _CM_DATA_PAGE, _CM_INDEX_PAGE, _CM_DICTIONARY_PAGE, _CM_BLOOM = 7, 9, 10, 11, 14
+_SE_NUM_CHILDREN = 5
+
+
+class Sink(Protocol):
+    def write(self, data: bytes, /) -> Any: ...
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers narrow), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class _Encoded:
+    """One part of a row group as its own Parquet file: the file's bytes and its footer."""
+
+    data: bytes
+    footer: Struct
+
+
+class ColumnParallelWriter:
+    """Write row groups to ``sink`` as ``pq.ParquetWriter(sink, schema, **options)`` would, encoding each row
+    group's columns on ``threads`` threads. Use as a context manager; the footer is written on a clean exit
+    only (an error leaves the sink without one, and the caller discards it)."""
+
+    def __init__(self, sink: Sink | BinaryIO, schema: pa.Schema, *, threads: int, **options: Any) -> None:
+        if threads < 1:
+            raise ValueError(f"threads={threads}: must be at least 1")
+        self._sink = sink
+        self._schema = schema
+        self._options = options
+        self._threads = threads
+        template = _encode(schema.empty_table(), options, row_group_rows=1).footer
+        self._template = template
+        self._leaves = _leaf_counts(template)
+        if len(self._leaves) != len(schema):
+            raise ThriftError(
+                f"{len(self._leaves)} top-level fields in the Parquet schema, {len(schema)} in Arrow"
+            )
+        self._first_leaf = [sum(self._leaves[:i]) for i in range(len(self._leaves))]
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hoodie-encode")
+        self._in_flight: deque[tuple[list[list[int]], list[Future[_Encoded]]]] = deque()
+        self._pos = 0
+        self._row_groups: list[Struct] = []
+        self._num_rows = 0
+        self._key_values: dict[str, str] = {}
+        self._write(MAGIC)
+
+    # -- the ParquetWriter interface the base-file writer uses ---------------------------------------------
+
+    def write_table(self, table: pa.Table, row_group_size: int) -> None:
+        """Write ``table`` as row groups of ``row_group_size`` rows (the last one shorter), as
+        ``ParquetWriter.write_table`` does (an empty table too, as one empty row group). Its columns must be
+        the schema's, in order."""
+        if not table.schema.equals(self._schema):
+            raise ValueError(f"table schema differs from the writer's:\n{table.schema}\n!=\n{self._schema}")
+        step = max(1, row_group_size)
+        for start in range(0, max(1, table.num_rows), step):  # an empty table is one empty row group
+            self._submit(table.slice(start, step))
+
+    def add_key_value_metadata(self, key_values: Mapping[str, str]) -> None:
+        self._key_values.update(key_values)
+
+    def close(self) -> None:
+        """Write what is in flight and the footer."""
+        try:
+            while self._in_flight:
+                self._drain_one()
+            footer = self._file_footer()
+            self._write(footer)
+            self._write(len(footer).to_bytes(4, "little"))
+            self._write(MAGIC)
+        finally:
+            self._pool.shutdown(cancel_futures=True)
+
+    def __enter__(self) -> ColumnParallelWriter:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    # -- encoding ------------------------------------------------------------------------------------------
+
+    def _submit(self, rows: pa.Table) -> None:
+        """Encode one row group's parts on the pool, and write the row group before it: the pool encodes this
+        one while the caller prepares the next (at most two row groups are in flight)."""
+        parts = _split(rows, self._threads)
+        futures = [
+            self._pool.submit(_encode, rows.select(part), self._options, rows.num_rows) for part in parts
+        ]
+        self._in_flight.append((parts, futures))
+        while len(self._in_flight) > 1:
+            self._drain_one()
+
+    def _drain_one(self) -> None:
+        parts, futures = self._in_flight.popleft()
+        encoded = [f.result() for f in futures]
+        self._write_row_groups(parts, encoded)
+
+    def _write_row_groups(self, parts: list[list[int]], encoded: list[_Encoded]) -> None:
+        """Copy the parts' column chunks into the file in schema order and record the row groups."""
+        groups = [e.footer.structs(_FILE_ROW_GROUPS) for e in encoded]
+        if len({len(g) for g in groups}) != 1:
+            raise ThriftError(f"the parts of a row group were split differently: {[len(g) for g in groups]}")
+        for r in range(len(groups[0])):
+            row_groups = [group[r] for group in groups]
+            num_rows = row_groups[0].int(_RG_NUM_ROWS)
+            if any(rg.int(_RG_NUM_ROWS) != num_rows for rg in row_groups):
+                raise ThriftError("the parts of a row group hold different numbers of rows")
+            by_leaf: dict[int, tuple[int, Struct]] = {}  # the schema's leaf column -> (part, its chunk)
+            for p, (fields, rg) in enumerate(zip(parts, row_groups, strict=True)):
+                leaves = [self._first_leaf[f] + i for f in fields for i in range(self._leaves[f])]
+                columns = rg.structs(_RG_COLUMNS)
+                if len(leaves) != len(columns):
+                    raise ThriftError(f"part {p}: {len(columns)} column chunks for {len(leaves)} columns")
+                by_leaf.update((leaf, (p, column)) for leaf, column in zip(leaves, columns, strict=True))
+            columns_out: list[Struct] = []
+            compressed = 0
+            for leaf in range(len(by_leaf)):
+                p, column = by_leaf[leaf]
+                meta = column.struct(_CC_META)
+                start, length = _chunk_start(meta), meta.int(_CM_TOTAL_COMPRESSED)
+                moved = _moved(column, self._pos - start)
+                self._write(memoryview(encoded[p].data)[start : start + length])
+                columns_out.append(moved)
+                compressed += length
+            row_group = Struct(list(row_groups[0].fields))
+            row_group.set(_RG_COLUMNS, LIST, ThriftList(STRUCT, list(columns_out)))
+            row_group.set(_RG_TOTAL_BYTES, I64, sum(rg.int(_RG_TOTAL_BYTES) for rg in row_groups))
+            if row_group.has(_RG_FILE_OFFSET):
+                row_group.set(_RG_FILE_OFFSET, I64, _chunk_start(columns_out[0].struct(_CC_META)))
+            if row_group.has(_RG_TOTAL_COMPRESSED):
+                row_group.set(_RG_TOTAL_COMPRESSED, I64, compressed)
+            if row_group.has(_RG_ORDINAL):
+                row_group.set(_RG_ORDINAL, I16, len(self._row_groups))
+            self._row_groups.append(row_group)
+            self._num_rows += num_rows
+
+    def _file_footer(self) -> bytes:
+        footer = Struct(list(self._template.fields))
+        footer.set(_FILE_NUM_ROWS, I64, self._num_rows)
+        footer.set(_FILE_ROW_GROUPS, LIST, ThriftList(STRUCT, list(self._row_groups)))
+        if self._key_values:
+            pairs: list[Any] = [
+                Struct([(1, BINARY, k.encode()), (2, BINARY, v.encode())])
+                for k, v in self._key_values.items()
+            ]
+            footer.set(_FILE_KEY_VALUES, LIST, ThriftList(STRUCT, pairs))
+        return write_struct(footer)
+
+    def _write(self, data: bytes | memoryview) -> None:
+        self._sink.write(data)  # type: ignore[arg-type]
+        self._pos += len(data)
+
+
+def _encode(rows: pa.Table, options: Mapping[str, Any], row_group_rows: int) -> _Encoded:
+    buffer = io.BytesIO()
+    pq.write_table(rows, buffer, row_group_size=max(1, row_group_rows), **options)
+    data = buffer.getvalue()
+    return _Encoded(data, _footer_of(data))
+
+
+def _footer_of(data: bytes) -> Struct:
+    if len(data) < 12 or data[:4] != MAGIC or data[-4:] != MAGIC:
+        raise ThriftError("not a Parquet file")
+    length = int.from_bytes(data[-8:-4], "little")
+    return read_struct(memoryview(data)[len(data) - 8 - length : len(data) - 8])
+
+
+def _leaf_counts(footer: Struct) -> list[int]:
+    """The number of leaf columns under each top-level field, from the flattened schema (depth first, each
+    group followed by its ``num_children`` children)."""
+    elements = footer.structs(_FILE_SCHEMA)
+    counts: list[int] = []
+    pos = 1
+
+    def leaves() -> int:
+        nonlocal pos
+        element = elements[pos]
+        pos += 1
+        children = element.get(_SE_NUM_CHILDREN)
+        if not isinstance(children, int) or children <= 0:
+            return 1
+        return sum(leaves() for _ in range(children))
+
+    for _ in range(elements[0].int(_SE_NUM_CHILDREN)):
+        counts.append(leaves())
+    return counts
+
+
+def _split(rows: pa.Table, parts: int) -> list[list[int]]:
+    """Top-level columns in at most ``parts`` groups of about equal in-memory size (largest first, each to
+    the lightest group), each group in schema order; no group is empty."""
+    sizes = sorted(((rows.column(i).nbytes, i) for i in range(rows.num_columns)), reverse=True)
+    groups: list[list[int]] = [[] for _ in range(min(parts, rows.num_columns) or 1)]
+    weights = [0] * len(groups)
+    for size, i in sizes:
+        lightest = weights.index(min(weights))
+        groups[lightest].append(i)
+        weights[lightest] += size
+    return [sorted(g) for g in groups if g]
+
+
+def _chunk_start(meta: Struct) -> int:
+    """Where a column chunk begins: its dictionary page if it has one, else its first data page."""
+    dictionary = meta.get(_CM_DICTIONARY_PAGE)
+    if isinstance(dictionary, int) and dictionary > 0:
+        return dictionary
+    return meta.int(_CM_DATA_PAGE)
+
+
+def _moved(column: Struct, delta: int) -> Struct:
+    """A column chunk's footer entry with every position in the file moved by ``delta``."""
+    meta = Struct(list(column.struct(_CC_META).fields))
+    for field_id in (_CM_DATA_PAGE, _CM_INDEX_PAGE, _CM_DICTIONARY_PAGE, _CM_BLOOM):
+        value = meta.get(field_id)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            meta.set(field_id, I64, value + delta)
+    out = Struct(list(column.fields))
+    out.set(_CC_META, STRUCT, meta)
+    for field_id in (_CC_FILE_OFFSET, *_CC_OFFSETS):
+        value = out.get(field_id)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            out.set(field_id, I64, value + delta)
+    return out
+
+
+def encode_threads(configured: int | None) -> int:
+    """The encoding threads to use: the configured number, else the cores available (at most 4: beyond that
+    one row group's columns rarely balance, and a Spark executor runs other tasks beside this one)."""
+    return configured if configured else min(4, available_cores())
+
+
+__all__ = ["ColumnParallelWriter", "available_cores", "encode_threads"]
