@@ -30,8 +30,9 @@ pollute another's; imports happen before the clock starts), the variants alterna
 Peak memory is the peak RSS of the variant's process (``VmHWM``, reset right before the timed work, after
 imports and scheduling) minus its RSS at that point (not ``ru_maxrss``, which Linux carries over ``exec`` from
 the parent), set against the Arrow size (``Table.nbytes``) of the merged slice as read back from the compacted
-base file. Printed: the medians over --repeat runs, and the ratios with their targets: compaction / (a)
-<= 1.5, compaction / (b) < 1, peak memory / Arrow size of the slice <= 3. The compacted file is checked every
+base file. Printed: the medians over --repeat runs, and the ratios with their targets (``TARGET`` lines,
+``targets.py``): compaction / (a) <= 1.2, compaction / (b) <= 0.8, peak memory / Arrow size of the slice
+<= 2.5. The compacted file is checked every
 run (one slice left, no log files, the rows the slice merges to), and once against hudi-rs's merge of the same
 slice, column by column.
 """
@@ -55,6 +56,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import targets
 from hoodie.table import Table
 from hoodie.testing.generate import TRIPS_SCHEMA, TripGenerator
 from hoodie.testing.table_writer import TableWriter, WriteConfig
@@ -63,9 +65,9 @@ from process_memory import memory_mark, memory_peak
 
 RESULT_PREFIX = "BENCH_RESULT "
 VARIANTS = ("ours", "pyarrow", "hudi-rs")
-TARGET_FLOOR = 1.5  # compaction / (a)
-TARGET_HUDI_RS = 1.0  # compaction / (b), strictly below
-TARGET_MEMORY = 3.0  # peak memory / Arrow size of the merged slice
+TARGET_FLOOR = 1.2  # compaction / (a)
+TARGET_HUDI_RS = 0.8  # compaction / (b)
+TARGET_MEMORY = 2.5  # peak memory / Arrow size of the merged slice
 SEED = 7
 CHILD_TIMEOUT_SECONDS = 3600
 
@@ -347,13 +349,6 @@ def compare_with_hudi_rs(ours_file: str, theirs_file: str) -> str:
     return f"identical ({ours.num_rows} rows, {ours.num_columns - 1} columns compared)"
 
 
-def verdict(ratio: float | None, target: float, strict: bool = False) -> str:
-    if ratio is None:
-        return "n/a"
-    met = ratio < target if strict else ratio <= target
-    return f"{ratio:5.2f}  (target {'<' if strict else '<='} {target:g}: {'met' if met else 'MISSED'})"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows in the base file")
@@ -552,11 +547,11 @@ def _report(
 
     print()
     print("ratios (medians):")
-    print(f"  compaction / (a) pyarrow floor          {verdict(ratio(t_comp, t_floor), TARGET_FLOOR)}")
-    print(f"  compaction / (b) hudi-rs + write_table  {verdict(ratio(t_comp, t_rs), TARGET_HUDI_RS, True)}")
+    targets.check("compaction / pyarrow floor", ratio(t_comp, t_floor), TARGET_FLOOR)
+    targets.check("compaction / hudi-rs + write_table", ratio(t_comp, t_rs), TARGET_HUDI_RS)
     p = median_peak(ours)
     mem = p / arrow_bytes if p is not None and arrow_bytes else None
-    print(f"  peak memory / Arrow size of the slice   {verdict(mem, TARGET_MEMORY)}")
+    targets.check("compaction peak memory / slice Arrow size", mem, TARGET_MEMORY)
     task_floor, task_rs = ratio(t_task, t_floor), ratio(t_task, t_rs)
     if task_floor is not None and task_rs is not None:
         print(f"  task alone / (a) {task_floor:5.2f}, / (b) {task_rs:5.2f}")

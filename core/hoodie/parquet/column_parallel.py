@@ -17,7 +17,6 @@ fraction of the rows' Arrow size), and at most two row groups are in flight.
 
 from __future__ import annotations
 
-import io
 import os
 from collections import deque
 from collections.abc import Mapping
@@ -76,7 +75,7 @@ def available_cores() -> int:
 class _Encoded:
     """One part of a row group as its own Parquet file: the file's bytes and its footer."""
 
-    data: bytes
+    data: pa.Buffer
     footer: Struct
 
 
@@ -188,7 +187,7 @@ class ColumnParallelWriter:
                 meta = column.struct(_CC_META)
                 start, length = _chunk_start(meta), meta.int(_CM_TOTAL_COMPRESSED)
                 moved = _moved(column, self._pos - start)
-                self._write(memoryview(encoded[p].data)[start : start + length])
+                self._write(memoryview(encoded[p].data).cast("B")[start : start + length])
                 columns_out.append(moved)
                 compressed += length
             row_group = Struct(list(row_groups[0].fields))
@@ -221,17 +220,19 @@ class ColumnParallelWriter:
 
 
 def _encode(rows: pa.Table, options: Mapping[str, Any], row_group_rows: int) -> _Encoded:
-    buffer = io.BytesIO()
+    """``rows`` as a Parquet file in memory (Arrow's own buffer: no Python, so no GIL, per page written)."""
+    buffer = pa.BufferOutputStream()
     pq.write_table(rows, buffer, row_group_size=max(1, row_group_rows), **options)
     data = buffer.getvalue()
     return _Encoded(data, _footer_of(data))
 
 
-def _footer_of(data: bytes) -> Struct:
-    if len(data) < 12 or data[:4] != MAGIC or data[-4:] != MAGIC:
+def _footer_of(data: pa.Buffer) -> Struct:
+    view = memoryview(data).cast("B")
+    if len(view) < 12 or view[:4] != MAGIC or view[-4:] != MAGIC:
         raise ThriftError("not a Parquet file")
-    length = int.from_bytes(data[-8:-4], "little")
-    return read_struct(memoryview(data)[len(data) - 8 - length : len(data) - 8])
+    length = int.from_bytes(view[-8:-4], "little")
+    return read_struct(view[len(view) - 8 - length : len(view) - 8])
 
 
 def _leaf_counts(footer: Struct) -> list[int]:

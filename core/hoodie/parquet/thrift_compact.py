@@ -97,7 +97,7 @@ Value = bool | int | float | bytes | Struct | ThriftList
 
 class _Reader:
     def __init__(self, data: bytes | memoryview) -> None:
-        self.data = memoryview(data)
+        self.data = memoryview(data).cast("B")  # bytes as 0..255 whatever the buffer's format
         self.pos = 0
 
     def byte(self) -> int:
