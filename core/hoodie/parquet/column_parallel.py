@@ -4,12 +4,12 @@ bytes as ``pyarrow.parquet.ParquetWriter`` given the same table and options.
 Why: pyarrow's writer encodes and compresses one column chunk after another on the calling thread, and with
 gzip (Hudi's default codec) that is most of a compaction's time. Column chunks are independent in Parquet:
 each is its pages (headers, a CRC each, values), its statistics and dictionary its own, found by the offsets
-in the footer. So the columns of a row group are split into ``threads`` parts (whole top-level fields,
-balanced by their in-memory size), each part is written as a Parquet file of its own into memory on a thread
-(pyarrow releases the GIL while encoding), and the parts' column chunks are copied into the output in the
-schema's column order, their footer offsets moved by where they land. The footer is the parts' footers
-stitched together under the full schema's (read from an empty file written with the whole schema), so the
-output is byte for byte what one writer writes (``tests/core/parquet`` checks it), only sooner.
+in the footer. So the columns of a row group are split into parts (whole top-level fields, weighed by what
+they cost to encode: :func:`_split`), each part is written as a Parquet file of its own into memory by a pool
+of threads (pyarrow releases the GIL while encoding), and the parts' column chunks are copied into the
+output in the schema's column order, their footer offsets moved by where they land. The footer is the parts'
+footers stitched together under the full schema's (read from an empty file written with the whole schema),
+so the output is byte for byte what one writer writes (``tests/core/parquet`` checks it), only sooner.
 
 What it costs: each part's encoded bytes are held until its row group is written (compressed bytes, a
 fraction of the rows' Arrow size), and at most two row groups are in flight.
@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any, BinaryIO, Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hoodie.parquet.thrift_compact import (
@@ -57,6 +58,12 @@ _CC_FILE_OFFSET, _CC_META = 2, 3
 _CC_OFFSETS = (4, 6)  # offset index, column index: positions in the file, when written
 _CM_TOTAL_COMPRESSED, _CM_DATA_PAGE, _CM_INDEX_PAGE, _CM_DICTIONARY_PAGE, _CM_BLOOM = 7, 9, 10, 11, 14
 _SE_NUM_CHILDREN = 5
+
+#: Parts a row group's columns are split into, per thread: enough that the threads end close together
+#: (one heavy column alone can still hold one thread), few enough that a part's writer overhead is nothing.
+PARTS_PER_THREAD = 4
+_SAMPLE_ROWS = 2048
+_MIN_DISTINCT_SHARE = 0.02
 
 
 class Sink(Protocol):
@@ -105,6 +112,7 @@ class ColumnParallelWriter:
         self._row_groups: list[Struct] = []
         self._num_rows = 0
         self._key_values: dict[str, str] = {}
+        self._learned: dict[int, float] = {}  # top-level column -> encoded bytes per row, last row group
         self._write(MAGIC)
 
     # -- the ParquetWriter interface the base-file writer uses ---------------------------------------------
@@ -150,7 +158,7 @@ class ColumnParallelWriter:
     def _submit(self, rows: pa.Table) -> None:
         """Encode one row group's parts on the pool, and write the row group before it: the pool encodes this
         one while the caller prepares the next (at most two row groups are in flight)."""
-        parts = _split(rows, self._threads)
+        parts = _split(rows, self._threads, self._learned)
         futures = [
             self._pool.submit(_encode, rows.select(part), self._options, rows.num_rows) for part in parts
         ]
@@ -180,6 +188,8 @@ class ColumnParallelWriter:
                 if len(leaves) != len(columns):
                     raise ThriftError(f"part {p}: {len(columns)} column chunks for {len(leaves)} columns")
                 by_leaf.update((leaf, (p, column)) for leaf, column in zip(leaves, columns, strict=True))
+            if num_rows:
+                self._learn(by_leaf, num_rows)
             columns_out: list[Struct] = []
             compressed = 0
             for leaf in range(len(by_leaf)):
@@ -201,6 +211,15 @@ class ColumnParallelWriter:
                 row_group.set(_RG_ORDINAL, I16, len(self._row_groups))
             self._row_groups.append(row_group)
             self._num_rows += num_rows
+
+    def _learn(self, by_leaf: Mapping[int, tuple[int, Struct]], num_rows: int) -> None:
+        """Keep each top-level column's encoded bytes per row, to weigh the next row group's split."""
+        for field_index, first in enumerate(self._first_leaf):
+            size = sum(
+                by_leaf[leaf][1].struct(_CC_META).int(_CM_TOTAL_COMPRESSED)
+                for leaf in range(first, first + self._leaves[field_index])
+            )
+            self._learned[field_index] = size / num_rows
 
     def _file_footer(self) -> bytes:
         footer = Struct(list(self._template.fields))
@@ -256,17 +275,45 @@ def _leaf_counts(footer: Struct) -> list[int]:
     return counts
 
 
-def _split(rows: pa.Table, parts: int) -> list[list[int]]:
-    """Top-level columns in at most ``parts`` groups of about equal in-memory size (largest first, each to
-    the lightest group), each group in schema order; no group is empty."""
-    sizes = sorted(((rows.column(i).nbytes, i) for i in range(rows.num_columns)), reverse=True)
-    groups: list[list[int]] = [[] for _ in range(min(parts, rows.num_columns) or 1)]
-    weights = [0] * len(groups)
-    for size, i in sizes:
-        lightest = weights.index(min(weights))
-        groups[lightest].append(i)
-        weights[lightest] += size
-    return [sorted(g) for g in groups if g]
+def _split(rows: pa.Table, threads: int, learned: Mapping[int, float]) -> list[list[int]]:
+    """Top-level columns in up to ``PARTS_PER_THREAD`` x ``threads`` parts, heaviest part first: the pool
+    takes them in that order, so a thread that finishes early takes the next part and the threads end close
+    together. A column's weight is its encoded bytes per row in the previous row group (``learned``), else
+    :func:`_estimated_weight`; columns are dealt heaviest first to the lightest part. No part is empty."""
+    weights = sorted(
+        (
+            (learned[i] * rows.num_rows if i in learned else _estimated_weight(rows.column(i)), i)
+            for i in range(rows.num_columns)
+        ),
+        reverse=True,
+    )
+    parts: list[list[int]] = [[] for _ in range(max(1, min(PARTS_PER_THREAD * threads, rows.num_columns)))]
+    loads = [0.0] * len(parts)
+    for weight, i in weights:
+        lightest = loads.index(min(loads))
+        parts[lightest].append(i)
+        loads[lightest] += weight
+    order = sorted(range(len(parts)), key=lambda p: -loads[p])
+    return [sorted(parts[p]) for p in order if parts[p]]
+
+
+def _estimated_weight(column: pa.ChunkedArray) -> float:
+    """What encoding a column will cost, before any of it is encoded: its in-memory bytes, times the share
+    of distinct values in a sample for strings and binaries, since dictionary encoding makes repeated values
+    nearly free (a constant file-name column is large in memory and costs nothing to write)."""
+    size = float(column.nbytes)
+    if not (
+        pa.types.is_string(column.type)
+        or pa.types.is_large_string(column.type)
+        or pa.types.is_binary(column.type)
+        or pa.types.is_large_binary(column.type)
+    ):
+        return size
+    sample = column.slice(0, _SAMPLE_ROWS)
+    if len(sample) == 0:
+        return size
+    distinct = int(pc.count_distinct(sample).as_py())
+    return size * max(_MIN_DISTINCT_SHARE, distinct / len(sample))
 
 
 def _chunk_start(meta: Struct) -> int:
