@@ -12,15 +12,14 @@ footers stitched together under the full schema's (read from an empty file writt
 so the output is byte for byte what one writer writes (``tests/core/parquet`` checks it), only sooner.
 
 What it costs: each part's encoded bytes are held until its row group is written (compressed bytes, a
-fraction of the rows' Arrow size), and at most two row groups are in flight.
+fraction of the rows' Arrow size); one row group is encoded at a time.
 """
 
 from __future__ import annotations
 
 import os
-from collections import deque
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, BinaryIO, Protocol
@@ -107,7 +106,6 @@ class ColumnParallelWriter:
             )
         self._first_leaf = [sum(self._leaves[:i]) for i in range(len(self._leaves))]
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hoodie-encode")
-        self._in_flight: deque[tuple[list[list[int]], list[Future[_Encoded]]]] = deque()
         self._pos = 0
         self._row_groups: list[Struct] = []
         self._num_rows = 0
@@ -125,16 +123,14 @@ class ColumnParallelWriter:
             raise ValueError(f"table schema differs from the writer's:\n{table.schema}\n!=\n{self._schema}")
         step = max(1, row_group_size)
         for start in range(0, max(1, table.num_rows), step):  # an empty table is one empty row group
-            self._submit(table.slice(start, step))
+            self._write_row_group(table.slice(start, step))
 
     def add_key_value_metadata(self, key_values: Mapping[str, str]) -> None:
         self._key_values.update(key_values)
 
     def close(self) -> None:
-        """Write what is in flight and the footer."""
+        """Write the footer."""
         try:
-            while self._in_flight:
-                self._drain_one()
             footer = self._file_footer()
             self._write(footer)
             self._write(len(footer).to_bytes(4, "little"))
@@ -155,21 +151,15 @@ class ColumnParallelWriter:
 
     # -- encoding ------------------------------------------------------------------------------------------
 
-    def _submit(self, rows: pa.Table) -> None:
-        """Encode one row group's parts on the pool, and write the row group before it: the pool encodes this
-        one while the caller prepares the next (at most two row groups are in flight)."""
+    def _write_row_group(self, rows: pa.Table) -> None:
+        """Encode one row group's parts on the pool and write it. One row group at a time: a caller that
+        overlaps its work with the encoding prepares the next one on a thread of its own (a compaction merges
+        it), and a second row group in flight here would hold a third in memory."""
         parts = _split(rows, self._threads, self._learned)
         futures = [
             self._pool.submit(_encode, rows.select(part), self._options, rows.num_rows) for part in parts
         ]
-        self._in_flight.append((parts, futures))
-        while len(self._in_flight) > 1:
-            self._drain_one()
-
-    def _drain_one(self) -> None:
-        parts, futures = self._in_flight.popleft()
-        encoded = [f.result() for f in futures]
-        self._write_row_groups(parts, encoded)
+        self._write_row_groups(parts, [f.result() for f in futures])
 
     def _write_row_groups(self, parts: list[list[int]], encoded: list[_Encoded]) -> None:
         """Copy the parts' column chunks into the file in schema order and record the row groups."""
