@@ -16,7 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -427,8 +427,6 @@ class Table:
             _RowGroups(self.storage, file_slice.base_file_path, schema) if file_slice.base_file_path else None
         )
         try:
-            if base is not None and file_slice.log_files:
-                base.read_first_ahead()
             scan = self._scan(file_slice, include, strict)
             steps, log_keys, log_records = _log_steps(scan, schema, rules)
         except BaseException:
@@ -448,8 +446,7 @@ class Table:
             ledger=KeyLedger(log_keys),
         )
         # The raw log bytes (and any decoded block that conforming copied) are garbage now: hand their pages
-        # back before the other row groups are read (the first was read beside the log), rather than carry
-        # them through the merge.
+        # back before the row groups are read, rather than carry them through the merge.
         del scan
         release_freed_heap()
         stream.chunks = self._stream_chunks(base, steps, rules, schema, stream, strict)
@@ -808,9 +805,7 @@ class SliceStream:
 
 
 class _RowGroups:
-    """A base file read a row group at a time (conformed to ``schema``). :meth:`read_first_ahead` starts
-    reading the first row group on a thread, so that it decodes (Parquet, outside the GIL) while the caller
-    decodes the log (Avro, mostly in Python)."""
+    """A base file read a row group at a time (conformed to ``schema``)."""
 
     def __init__(self, storage: Storage, path: str, schema: pa.Schema | None) -> None:
         self.path = path
@@ -821,13 +816,6 @@ class _RowGroups:
         except (OSError, pa.ArrowException) as e:
             raise CorruptBaseFile(f"cannot read base file {path}: {e}") from e
         self.num_rows = self._parquet.metadata.num_rows
-        self._pool: ThreadPoolExecutor | None = None
-        self._first: Future[pa.Table] | None = None
-
-    def read_first_ahead(self) -> None:
-        if self._parquet.num_row_groups and self._first is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hoodie-base")
-            self._first = self._pool.submit(self._read, 0)
 
     def _read(self, i: int) -> pa.Table:
         try:
@@ -839,18 +827,11 @@ class _RowGroups:
     def row_groups(self) -> Iterator[pa.Table]:
         try:
             for i in range(self._parquet.num_row_groups):
-                if i == 0 and self._first is not None:
-                    first, self._first = self._first, None
-                    yield first.result()
-                else:
-                    yield self._read(i)
+                yield self._read(i)
         finally:
             self.close()
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)  # no read left running on a closed file
-        self._first = None
         self._file.close()
 
 
