@@ -4,8 +4,8 @@
    of its plan (a data file's name, directly in its partition: a plan naming anything else is refused,
    nothing deleted), moves a requested clean to inflight (the inflight file holds the plan, as Hudi's) and
    returns the deletes in batches. An inflight clean is simply run again: deleting is idempotent.
-2. :func:`delete_files` (executor, or a thread): deletes one batch and reports each file as deleted,
-   already gone, or failed with the reason.
+2. :func:`delete_files` (executor, or the driver): deletes one batch, :data:`DELETE_CONCURRENCY` files at a
+   time, and reports each file as deleted, already gone, or failed with the reason (:func:`delete_paths`).
 3. :func:`commit_clean` (driver): deletes the folders of the plan's ``partitionsToBeDeleted`` (partitions a
    ``DELETE_PARTITION`` emptied; only on partitioned tables, as Hudi; a folder that still holds a data file is
    kept and logged: a writer put data there since the plan), then under the table lock re-checks the claim
@@ -21,15 +21,22 @@ deleted: Hudi reports it as failed, which would make a retried clean look broken
 updates, leave the file listed. A file that exists but cannot be deleted is reported as failed and logged;
 the clean still completes (the file is an old version nobody reads; the next clean's plan does not name it
 again, as Hudi's does not).
+
+A batch's deletes run concurrently, at most ``hoodie.clean.hoodied.delete.concurrency`` (16) at a time: a
+delete waits on a round trip to the store far longer than it computes, and one at a time a batch took the sum
+of its round trips. On S3 the files found are deleted 1000 to a request (``DeleteObjects``,
+:meth:`~hoodie.storage.Storage.delete_many`).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar, cast
 
 from hoodie.clean.plan import pending_cleans
 from hoodie.errors import CommitConflict, CorruptTimelineFile, HoodieError, NothingToDo, PathOutsideTable
@@ -40,6 +47,7 @@ from hoodie.log.log_file import LogFile
 from hoodie.metadata.updates import update_for_clean
 from hoodie.metadata.writer import maintain_metadata_table, write_metadata_update
 from hoodie.metadata_table import refuse_metadata_table
+from hoodie.settings import int_setting
 from hoodie.storage import Storage, StorageRef, check_relative
 from hoodie.table import Table
 from hoodie.timeline.instant import CLEAN, Instant, State
@@ -61,6 +69,17 @@ DELETED = "deleted"
 MISSING = "missing"
 FAILED = "failed"
 
+#: How many of a batch's files are deleted at a time (hoodied's own key, a table setting). The bound is per
+#: batch: one Spark task's, or the driver's one batch of a small plan (a large plan run without Spark has as
+#: many batches at once as its runner has threads). 16 overlaps an object store's round trips (one at a
+#: time, a batch of 500 files waited out 500 round trips and more) with few threads and connections per
+#: task; a store that throttles is retried (:mod:`hoodie.storage.retry`), or given less.
+DELETE_CONCURRENCY = "hoodie.clean.hoodied.delete.concurrency"
+DELETE_CONCURRENCY_DEFAULT = 16
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
 
 class NothingToClean(NothingToDo):
     """No pending clean (or not the one asked for)."""
@@ -76,12 +95,20 @@ class DeleteResult:
     error: str = ""
 
 
+def delete_concurrency(settings: Mapping[str, str]) -> int:
+    """:data:`DELETE_CONCURRENCY` of a table's settings: a positive integer
+    (:class:`~hoodie.errors.InvalidWriteConfig` naming the key and the value otherwise)."""
+    return int_setting(settings, DELETE_CONCURRENCY, DELETE_CONCURRENCY_DEFAULT, minimum=1, bits=32)
+
+
 @dataclass(frozen=True)
 class DeleteBatch:
-    """A batch of files (relative paths) for one executor; small and picklable."""
+    """A batch of files (relative paths) for one executor, deleted ``concurrency`` at a time; small and
+    picklable."""
 
     storage: StorageRef
     paths: tuple[str, ...]
+    concurrency: int = DELETE_CONCURRENCY_DEFAULT
 
 
 @dataclass(frozen=True)
@@ -97,10 +124,13 @@ class PreparedClean:
     def paths(self) -> list[str]:
         return [p for paths in self.files.values() for p in paths]
 
-    def batches(self, storage: Storage, size: int) -> list[DeleteBatch]:
+    def batches(
+        self, storage: Storage, size: int, concurrency: int = DELETE_CONCURRENCY_DEFAULT
+    ) -> list[DeleteBatch]:
         paths = self.paths
         ref = storage.ref()
-        return [DeleteBatch(ref, tuple(paths[i : i + size])) for i in range(0, len(paths), max(1, size))]
+        step = max(1, size)
+        return [DeleteBatch(ref, tuple(paths[i : i + step]), concurrency) for i in range(0, len(paths), step)]
 
 
 @dataclass(frozen=True)
@@ -225,22 +255,131 @@ def prepare_clean(
 
 
 def delete_files(batch: DeleteBatch) -> list[DeleteResult]:
-    """Delete one batch of files (see the module doc); never raises for one file's failure."""
-    storage = batch.storage.open()
-    out = []
-    for i, path in enumerate(batch.paths):
-        if i == 1:
-            failpoint("clean.mid_deletes")
-        try:
-            size = storage.size(path) if storage.exists(path) else -1
-            if size < 0:
-                out.append(DeleteResult(path, MISSING))
-                continue
-            storage.delete(path)
-            out.append(DeleteResult(path, DELETED, size))
-        except (OSError, HoodieError) as e:
-            out.append(DeleteResult(path, FAILED, 0, f"{type(e).__name__}: {e}"))
-    return out
+    """Delete one batch of files (see :func:`delete_paths`); never raises for one file's failure."""
+    return delete_paths(batch.storage.open(), batch.paths, batch.concurrency)
+
+
+def delete_paths(
+    storage: Storage, paths: Sequence[str], concurrency: int = DELETE_CONCURRENCY_DEFAULT
+) -> list[DeleteResult]:
+    """Delete ``paths``, at most ``concurrency`` requests at a time; each file's outcome, in their order.
+
+    Each file is looked at first (its size, or that it is gone: one HEAD on an object store), then deleted.
+    Where the store deletes many files a request (:attr:`~hoodie.storage.Storage.bulk_delete_size`: S3), the
+    files found go that way, a request a task of the pool; a request that fails is followed by one delete
+    per file of it, so that each file gets an outcome of its own (deleting twice is harmless). Never raises
+    for one file's failure. The failpoint ``clean.mid_deletes`` is reached as the second file is looked at.
+    """
+    if concurrency < 1:
+        raise ValueError(f"delete concurrency must be at least 1, not {concurrency}")
+    workers = min(concurrency, len(paths))
+    step = storage.bulk_delete_size
+    if step == 1:
+        return _bounded(partial(_delete_one, storage), list(enumerate(paths)), workers)
+    looked = _bounded(partial(_look, storage), list(enumerate(paths)), workers)
+    found = [(p, r) for p, r in zip(paths, looked, strict=True) if isinstance(r, int)]
+    chunks = [found[i : i + step] for i in range(0, len(found), step)]
+    done: dict[str, DeleteResult] = {}
+    singles: list[tuple[str, int]] = []
+    for chunk, outcome in zip(
+        chunks, _bounded(partial(_delete_chunk, storage), chunks, workers), strict=True
+    ):
+        if outcome is None:
+            singles.extend(chunk)
+        else:
+            done.update((r.path, r) for r in outcome)
+    for r in _bounded(partial(_delete_found, storage), singles, workers):
+        done[r.path] = r
+    return [r if isinstance(r, DeleteResult) else done[p] for p, r in zip(paths, looked, strict=True)]
+
+
+def _look(storage: Storage, item: tuple[int, str]) -> DeleteResult | int:
+    """The size of a file that is there, or its final outcome: missing, or failed (a folder, an error)."""
+    i, path = item
+    if i == 1:
+        failpoint("clean.mid_deletes")
+    try:
+        info = storage.info(path)
+    except FileNotFoundError:
+        return DeleteResult(path, MISSING)
+    except (OSError, HoodieError) as e:
+        return _failed(path, e)
+    if info.is_dir:
+        return DeleteResult(path, FAILED, 0, f"{path} is a folder, not a file")
+    return info.size
+
+
+def _delete_one(storage: Storage, item: tuple[int, str]) -> DeleteResult:
+    found = _look(storage, item)
+    return found if isinstance(found, DeleteResult) else _delete_found(storage, (item[1], found))
+
+
+def _delete_found(storage: Storage, item: tuple[str, int]) -> DeleteResult:
+    """Delete one file found there (``item``: its path and size): deleted, or failed with the error."""
+    path, size = item
+    try:
+        storage.delete_many([path])
+    except (OSError, HoodieError) as e:
+        return _failed(path, e)
+    return DeleteResult(path, DELETED, size)
+
+
+def _delete_chunk(storage: Storage, chunk: Sequence[tuple[str, int]]) -> list[DeleteResult] | None:
+    """Delete files found there in one request: all deleted, or ``None`` when the request failed for more
+    than one (which of them are left is not known: they are deleted one by one next)."""
+    try:
+        storage.delete_many([path for path, _ in chunk])
+    except (OSError, HoodieError) as e:
+        if len(chunk) == 1:
+            return [_failed(chunk[0][0], e)]
+        logger.warning(
+            "clean: deleting %d file(s) in one request failed (%s); deleting them one by one", len(chunk), e
+        )
+        return None
+    return [DeleteResult(path, DELETED, size) for path, size in chunk]
+
+
+def _failed(path: str, error: Exception) -> DeleteResult:
+    return DeleteResult(path, FAILED, 0, f"{type(error).__name__}: {error}")
+
+
+def _bounded(fn: Callable[[_T], _R], items: Sequence[_T], workers: int) -> list[_R]:
+    """``fn`` of each item, in their order, on at most ``workers`` threads (here, for one).
+
+    Each thread takes the next item as it finishes one: no task object per item, where an executor's
+    ``map`` makes a future each (for 100,000 files some 160 MB, and as much time as unlinking them). The
+    first exception stops the threads taking more and is raised here.
+    """
+    if workers <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
+    out: list[_R | None] = [None] * len(items)
+    order = iter(range(len(items)))
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        while True:
+            with lock:
+                i = None if errors else next(order, None)
+            if i is None:
+                return
+            try:
+                out[i] = fn(items[i])
+            except BaseException as e:
+                with lock:
+                    errors.append(e)
+                return
+
+    threads = [
+        threading.Thread(target=work, name=f"clean-delete-{n}") for n in range(min(workers, len(items)))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return cast(list[_R], out)
 
 
 def commit_clean(
@@ -336,25 +475,21 @@ def clean_in_process(
     lock: LockProvider,
     instant_time: str | None = None,
     *,
-    parallelism: int = 8,
-    batch_size: int = 64,
+    concurrency: int = DELETE_CONCURRENCY_DEFAULT,
     fence: Callable[[], None] | None = None,
 ) -> CleanResult:
-    """Run a pending clean with its deletes on a thread pool in this process (hoodied uses Spark for large
-    plans, see ``hoodie.clean.service``)."""
+    """Run a pending clean in this process, its files one batch deleted ``concurrency`` at a time (hoodied
+    runs large plans as Spark tasks, see ``hoodie.clean.service``)."""
     started = time.monotonic()
     prepared = prepare_clean(storage, lock, instant_time)
-    batches = prepared.batches(storage, batch_size)
-    results: list[DeleteResult] = []
-    if batches:
-        with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(batches)))) as pool:
-            for part in pool.map(delete_files, batches):
-                results.extend(part)
+    results = delete_paths(storage, prepared.paths, concurrency)
     return commit_clean(storage, lock, prepared, results, started=started, fence=fence)
 
 
 __all__ = [
     "DELETED",
+    "DELETE_CONCURRENCY",
+    "DELETE_CONCURRENCY_DEFAULT",
     "FAILED",
     "MISSING",
     "CleanResult",
@@ -364,8 +499,10 @@ __all__ = [
     "PreparedClean",
     "clean_in_process",
     "commit_clean",
+    "delete_concurrency",
     "delete_files",
     "delete_partitions",
+    "delete_paths",
     "plan_files",
     "plan_partitions",
     "prepare_clean",

@@ -3,9 +3,10 @@ versions no query needs any more.
 
 Scheduling is :mod:`hoodie.clean.plan` (policies, retention, trigger); under the ``LAZY`` failed-writes
 policy, writes whose heartbeat expired are rolled back first, as Hudi does before it plans a clean.
-Execution is :mod:`hoodie.clean.execute`: the deletes go out in batches, one task each. Small plans run on
-threads in the driver (starting executor tasks for a handful of deletes costs more than the deletes); a
-failed run stays pending and is simply run again (deleting is idempotent).
+Execution is :mod:`hoodie.clean.execute`: the deletes go out in batches, one task each, each batch deleting
+``hoodie.clean.hoodied.delete.concurrency`` files at a time. Small plans are one batch in the driver
+(starting executor tasks for a handful of deletes costs more than the deletes, and one batch keeps the
+driver to the bound); a failed run stays pending and is simply run again (deleting is idempotent).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from hoodie.clean.execute import (
     DeleteBatch,
     DeleteResult,
     commit_clean,
+    delete_concurrency,
     delete_files,
     prepare_clean,
 )
@@ -35,10 +37,9 @@ from hoodie.write.failed_writes import HeartbeatConfig, rollback_failed_writes
 logger = logging.getLogger(__name__)
 
 #: Plans with at least this many files delete on executors (Hudi: ``hoodie.cleaner.parallelism`` = 200
-#: tasks); smaller ones on :data:`DRIVER_BATCH` sized batches in the driver.
+#: tasks); smaller ones as one batch in the driver.
 EXECUTOR_MIN_FILES = 1000
 PARALLELISM = 200
-DRIVER_BATCH = 64
 
 
 def delete_batch(batch: DeleteBatch, write_token: str) -> list[DeleteResult]:
@@ -57,6 +58,7 @@ class Clean(TableService):
     def check_settings(self, settings: Mapping[str, str]) -> None:
         CleanConfig.from_config(settings)
         HeartbeatConfig.from_config(settings)
+        delete_concurrency(settings)
 
     def pending(self, table: Table) -> list[Instant]:
         return pending_cleans(table)
@@ -109,10 +111,11 @@ class Clean(TableService):
         table: Table | None = None,
     ) -> ServiceJob[DeleteBatch, list[DeleteResult]]:
         started = time.monotonic()
+        concurrency = delete_concurrency(settings)  # a bad value fails before the clean goes inflight
         prepared = prepare_clean(storage, lock, instant_time, view=table)
         n = len(prepared.paths)
         in_driver = n < self.executor_min_files
-        size = DRIVER_BATCH if in_driver else max(1, -(-n // self.parallelism))
+        size = n if in_driver else max(1, -(-n // self.parallelism))
 
         def commit(results: Sequence[list[DeleteResult]], fence: Fence | None) -> Done:
             flat = [r for part in results for r in part]
@@ -121,7 +124,7 @@ class Clean(TableService):
         return ServiceJob(
             self.name,
             prepared.instant,
-            tuple(prepared.batches(storage, size)),
+            tuple(prepared.batches(storage, size, concurrency)),
             delete_batch,
             commit,
             in_driver=in_driver,
@@ -140,4 +143,4 @@ def _done(result: CleanResult) -> Done:
 
 CLEAN = Clean()
 
-__all__ = ["CLEAN", "DRIVER_BATCH", "EXECUTOR_MIN_FILES", "PARALLELISM", "Clean", "delete_batch"]
+__all__ = ["CLEAN", "EXECUTOR_MIN_FILES", "PARALLELISM", "Clean", "delete_batch"]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -182,6 +182,18 @@ class Storage:
         if not existed and not missing_ok:
             raise FileNotFoundError(self.full_path(path))
         return existed
+
+    @property
+    def bulk_delete_size(self) -> int:
+        """The most files one request of :meth:`delete_many` deletes: 1000 on S3 (``DeleteObjects``), 1 on
+        the other stores."""
+        return self._backend.bulk_delete_size
+
+    def delete_many(self, paths: Sequence[str]) -> None:
+        """Delete files, :attr:`bulk_delete_size` a request, without looking whether they exist (one already
+        gone counts as deleted). Raises :class:`~hoodie.errors.StorageError` when any may be left, without
+        saying which: a caller that needs each file's outcome deletes those of a failed call one at a time."""
+        self._backend.delete_many([self._key(p) for p in paths])
 
 
 __all__ = ["FileAlreadyExists", "FileInfo", "Storage", "StorageRef", "check_relative"]

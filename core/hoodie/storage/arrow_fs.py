@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -21,6 +21,7 @@ class ArrowFsBackend:
     conditional_create = False
     versioned = False
     is_local = False
+    bulk_delete_size = 1
 
     def __init__(self, fs: pafs.FileSystem, scheme: str = "") -> None:
         self._fs = fs
@@ -114,6 +115,11 @@ class ArrowFsBackend:
             if not self.exists(key):
                 return False
             raise StorageError(f"cannot delete {key}: {e}") from e
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """One request a key: file systems have no bulk delete."""
+        for key in keys:
+            self.delete(key)
 
     def delete_prefix(self, key: str) -> None:
         self.counter.add("DELETE")

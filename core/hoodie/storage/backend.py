@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
@@ -71,6 +71,9 @@ class Backend(Protocol):
     #: Whether :meth:`put_if_version` and versions in listings are available (object stores).
     versioned: bool
     is_local: bool
+    #: The most keys one request of :meth:`delete_many` deletes (S3's ``DeleteObjects``: 1000); 1 where each
+    #: key is a request of its own.
+    bulk_delete_size: int
 
     def list(self, key: str, recursive: bool) -> list[KeyInfo]: ...
 
@@ -100,6 +103,11 @@ class Backend(Protocol):
         ...
 
     def delete(self, key: str) -> bool: ...
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Delete ``keys`` (one already gone counts as deleted), :attr:`bulk_delete_size` a request; raise
+        :class:`~hoodie.errors.StorageError` when any of them may be left, without saying which."""
+        ...
 
     def delete_prefix(self, key: str) -> None: ...
 

@@ -47,6 +47,11 @@ logger = logging.getLogger(__name__)
 
 #: Parts of a streamed upload (a multipart upload on S3): 16 MiB.
 UPLOAD_CHUNK_BYTES = 16 * 1024 * 1024
+#: Keys one bulk delete request deletes, by store: S3's ``DeleteObjects`` takes up to 1000 (obstore sends it
+#: for a list of keys). Elsewhere one key a request: obstore sends GCS's deletes one by one anyway, and
+#: Azure's Blob Batch answers an absent blob with an error, which a re-run clean meets for each key it had
+#: deleted.
+BULK_DELETE_KEYS = {"s3": 1000}
 #: The user metadata key of a conditional write's token (S3 ``x-amz-meta-hoodiewrite``, Azure
 #: ``x-ms-meta-hoodiewrite``, GCS ``x-goog-meta-hoodiewrite``): letters only, as every store (and every proxy
 #: in front of one) accepts in a header name.
@@ -119,6 +124,7 @@ class ObjectStoreBackend:
         self._retry = retry or RetryPolicy()
         self._uri_scheme = uri_scheme
         self.conditional_create = conditional_create
+        self.bulk_delete_size = BULK_DELETE_KEYS.get(scheme, 1)
         self.counter = RequestCounter()
 
     # -- reads -------------------------------------------------------------------------------------------
@@ -329,6 +335,23 @@ class ObjectStoreBackend:
         except Exception as e:
             raise StorageError(f"cannot delete {self.uri_of(key)}: {_reason(e)}") from e
         return True
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Delete ``keys`` in requests of :attr:`bulk_delete_size` keys, without looking first (S3 answers
+        an absent key of a ``DeleteObjects`` as deleted; elsewhere a key found absent is simply gone). A
+        request that fails for any of its keys (``DeleteObjects`` answers each key on its own; obstore raises
+        the first error) raises :class:`StorageError`: which of its keys are left is not known."""
+        step = self.bulk_delete_size
+        for i in range(0, len(keys), step):
+            chunk = list(keys[i : i + step])
+            self.counter.add("DELETE")
+            try:
+                self._delete(chunk if step > 1 else chunk[0])
+            except Exception as e:
+                if isinstance(e, FileNotFoundError) and step == 1:
+                    continue  # already gone
+                more = f" and {len(chunk) - 1} more" if len(chunk) > 1 else ""
+                raise StorageError(f"cannot delete {self.uri_of(chunk[0])}{more}: {_reason(e)}") from e
 
     def delete_prefix(self, key: str) -> None:
         keys = [k.key for k in self.list(key, recursive=True) if not k.is_dir]
