@@ -27,8 +27,11 @@ lint: install
 test: lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# Every benchmark (benchmarks/run_all.py: each in its own process, then one table of their targets; about
+# 45 minutes on two cores), e.g. BENCH_ARGS="--quick" or BENCH_ARGS="--only compaction,clustering".
+BENCH_ARGS ?=
 bench: install
-	$(PY) benchmarks/bench_snapshot_read.py
+	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 # The chaos campaign (tests/support/chaos): TRIALS trials from seed SEED, tables on local disk and on S3, each
 # 45 s of faults beside a writer and three replicas; prints the counts, keeps failed trials' folders.

@@ -5,7 +5,7 @@ the Arrow size of the largest file slice it reads.
                                                  [--only clustering,indexing,logcompaction]
 
 The target is a task whose peak is a small multiple of its largest input slice, not of all of its input:
-peak / largest slice <= 3 (``TARGET``).
+peak / largest slice <= 3 (a ``TARGET`` line per task).
 
 Tables (MERGE_ON_READ, version 8, the trips schema of ``hoodie.testing.generate``, not partitioned, built
 once per run, every measured run on a fresh copy):
@@ -44,6 +44,7 @@ from typing import Any
 
 import pyarrow as pa
 
+import targets
 from hoodie.table import Table
 from hoodie.testing.generate import TRIPS_SCHEMA, TripGenerator
 from hoodie.testing.table_writer import TableWriter, WriteConfig
@@ -170,11 +171,18 @@ def child_clustering(path: str, variant: str, files: int) -> Result:
     scheduled = schedule_clustering(storage, lock, config=config, respect_trigger=False)
     if scheduled.plan is None or len(scheduled.plan.input_groups) != 1:
         raise RuntimeError(f"expected one clustering group: {scheduled.reason}")
-    (task,) = prepare_clustering(storage, lock).tasks
+    # A group without sort columns runs as one task per run of its slices (hoodie.clustering.split): they
+    # run one after another, so the peak is that of the task of the largest slice, as with one task.
+    tasks = prepare_clustering(storage, lock).tasks
 
     def run() -> Result:
-        result = run_clustering_task(task, "0-0-0")
-        return {"rows": result.input_rows, "files": len(result.stats), "slices": len(task.group.slices)}
+        results = [run_clustering_task(task, f"{task.index}-0-{task.index}") for task in tasks]
+        return {
+            "rows": sum(r.input_rows for r in results),
+            "files": sum(len(r.stats) for r in results),
+            "slices": sum(len(task.group.slices) for task in tasks),
+            "tasks": len(tasks),
+        }
 
     return _measured(run)
 
@@ -277,7 +285,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     import hoodie
 
     print(f"code under test: {os.path.dirname(hoodie.__file__)}")
-    met = True
     with tempfile.TemporaryDirectory(prefix="bench-cluster-mem-") as work:
         rows_out: list[tuple[str, Result, int]] = []
         if only & {"clustering", "indexing"}:
@@ -309,17 +316,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{'task':<26}{'seconds':>9}{'peak RSS':>14}{'pool peak':>14}{'slice':>12}"
             f"{'RSS/slice':>11}{'pool/slice':>11}"
         )
+        ratios = []
         for name, r, slice_bytes in rows_out:
             ratio = r["peak_bytes"] / max(1, slice_bytes)
             pool_ratio = r["pool_peak_bytes"] / max(1, slice_bytes)
-            ok = ratio <= TARGET
-            met = met and ok
+            ratios.append((name, ratio))
+            tasks = f"  ({r['tasks']} tasks)" if r.get("tasks", 1) > 1 else ""
             print(
                 f"{name:<26}{r['seconds']:>9.1f}{mb(r['peak_bytes']):>14}{mb(r['pool_peak_bytes']):>14}"
-                f"{mb(slice_bytes):>12}{ratio:>10.2f}x{pool_ratio:>10.2f}x  {'met' if ok else 'NOT met'}"
-                f" (target <= {TARGET:g}x)"
+                f"{mb(slice_bytes):>12}{ratio:>10.2f}x{pool_ratio:>10.2f}x{tasks}"
             )
-    print("target met" if met else "target NOT met")
+        for name, ratio in ratios:
+            targets.check(f"{name}: peak RSS / largest slice", ratio, TARGET)
     return 0
 
 
