@@ -4,8 +4,8 @@
 
 Each benchmark runs with the arguments :data:`ARGUMENTS` gives it (aimed at about 45 minutes for the whole
 run on two cores: see its comments for what each took; ``--quick``: small sizes, about 6 minutes in all, for
-checking that they run, not for figures), its output streamed as it comes. A benchmark missing from the table runs without
-arguments. ``--only`` takes names with or without the ``bench_`` prefix and the ``.py``.
+checking that they run, not for figures), its output streamed as it comes. A benchmark missing from the
+table runs without arguments. ``--only`` takes names with or without the ``bench_`` prefix and the ``.py``.
 
 At the end: one table of every ``TARGET`` line the benchmarks printed (:mod:`targets`: benchmark, target,
 measured, limit, verdict), the benchmarks that printed none, and those that failed to run. The exit code is
