@@ -33,25 +33,22 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import json
 import math
 import os
 import pstats
 import random
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import targets
+from child_result import Result, median, print_result, run_variant
 from hoodie.clustering.execute import commit_clustering, prepare_clustering, run_clustering_task
 from hoodie.clustering.layout import LayoutConfig, LayoutStrategy
 from hoodie.clustering.plan import ClusteringConfig, schedule_clustering
@@ -63,16 +60,12 @@ from hoodie.testing.generate import TRIPS_SCHEMA, TripGenerator
 from hoodie.testing.table_writer import TableWriter, WriteConfig
 from hoodie.write.base_file import ParquetOptions
 
-RESULT_PREFIX = "BENCH_RESULT "
 VARIANTS = ("ours", "pyarrow")
 TARGET_FLOOR = 1.3  # clustering / floor
 SEED = 11
 RECORD_SIZE_ESTIMATE = 1024  # the writer's bytes per record before a first commit: it cuts files by it
-CHILD_TIMEOUT_SECONDS = 3600
 UNBOUNDED = 1 << 50
 PROFILE_LINES = 25
-
-Result = dict[str, Any]
 
 
 # -- the table -----------------------------------------------------------------------------------------------
@@ -236,7 +229,7 @@ def run_child(args: argparse.Namespace) -> int:
     except Exception as e:
         first = str(e).splitlines()[0][:300] if str(e) else ""
         result = {"error": f"{type(e).__name__}: {first}"}
-    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    print_result(result)
     return 0
 
 
@@ -244,21 +237,10 @@ def spawn(variant: str, path: str, out: str, args: argparse.Namespace) -> Result
     """Run one variant in a fresh interpreter; its result, or ``{"error": ...}``."""
     cmd = [sys.executable, os.path.abspath(__file__), "--child", variant, "--path", path, "--out", out]
     cmd += ["--codec", args.codec, "--sort", args.sort, "--files", str(args.files)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_SECONDS)
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(RESULT_PREFIX):
-            result: Result = json.loads(line[len(RESULT_PREFIX) :])
-            return result
-    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
-    return {"error": f"exit code {proc.returncode}: {tail}"}
+    return run_variant(cmd)
 
 
 # -- the parent ----------------------------------------------------------------------------------------------
-
-
-def median(results: Sequence[Result], key: str) -> float | None:
-    values = [r["seconds"][key] for r in results if "error" not in r]
-    return statistics.median(values) if values else None
 
 
 def compare_with_floor(ours_file: str, floor_file: str) -> str:

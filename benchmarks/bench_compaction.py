@@ -41,37 +41,31 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 import targets
+from child_result import Result, median, print_result, run_variant
 from hoodie.table import Table
 from hoodie.testing.generate import TRIPS_SCHEMA, TripGenerator
 from hoodie.testing.table_writer import TableWriter, WriteConfig
 from hoodie.write.base_file import ParquetOptions
 from process_memory import memory_mark, memory_peak
 
-RESULT_PREFIX = "BENCH_RESULT "
 VARIANTS = ("ours", "pyarrow", "hudi-rs")
 TARGET_FLOOR = 1.2  # compaction / (a)
 TARGET_HUDI_RS = 0.8  # compaction / (b)
 TARGET_MEMORY = 2.5  # peak memory / Arrow size of the merged slice
 SEED = 7
-CHILD_TIMEOUT_SECONDS = 3600
-
-Result = dict[str, Any]
 
 
 # -- the table -----------------------------------------------------------------------------------------------
@@ -276,7 +270,7 @@ def run_child(args: argparse.Namespace) -> int:
             raise
         first = str(e).splitlines()[0][:300] if str(e) else ""
         result = {"error": f"{type(e).__name__}: {first}"}
-    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    print_result(result)
     return 0
 
 
@@ -285,13 +279,7 @@ def spawn(variant: str, path: str, out: str, codec: str, repeat: int = 1) -> Res
     cmd = [sys.executable, os.path.abspath(__file__), "--child", variant, "--path", path, "--out", out]
     cmd += ["--codec", codec, "--repeat", str(repeat)]
     env = {**os.environ, "RUST_BACKTRACE": "0"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=CHILD_TIMEOUT_SECONDS)
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(RESULT_PREFIX):
-            result: Result = json.loads(line[len(RESULT_PREFIX) :])
-            return result
-    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
-    return {"error": f"exit code {proc.returncode}: {tail}"}
+    return run_variant(cmd, env)
 
 
 # -- the parent ----------------------------------------------------------------------------------------------
@@ -308,11 +296,6 @@ def spark_unavailable() -> str | None:
     if not java_available():
         return "no Java runtime"
     return None
-
-
-def median(results: Sequence[Result], key: str) -> float | None:
-    values = [r["seconds"][key] for r in results if "error" not in r]
-    return statistics.median(values) if values else None
 
 
 def median_peak(results: Sequence[Result]) -> float | None:

@@ -30,13 +30,10 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import json
 import os
 import pstats
 import random
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +41,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import targets
+from child_result import Result, median, print_result, run_variant
 from hoodie.compaction.execute import commit_compaction, prepare_compaction, run_compaction_task
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.strategy import CompactionConfig, Strategy
@@ -57,14 +55,10 @@ from hoodie.testing.table_writer import TableWriter, WriteConfig
 from hoodie.write import service_commit
 from hoodie.write.base_file import ParquetOptions
 
-RESULT_PREFIX = "BENCH_RESULT "
 TARGET = 0.10  # metadata-table deltacommit / compaction
 SEED = 13
 RECORD_SIZE_ESTIMATE = 1024  # the writer's bytes per record before a first commit: it cuts files by it
-CHILD_TIMEOUT_SECONDS = 3600
 PROFILE_LINES = 30
-
-Result = dict[str, Any]
 
 
 # -- the table -----------------------------------------------------------------------------------------------
@@ -185,28 +179,17 @@ def run_child(args: argparse.Namespace) -> int:
     except Exception as e:
         first = str(e).splitlines()[0][:300] if str(e) else ""
         result = {"error": f"{type(e).__name__}: {first}"}
-    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    print_result(result)
     return 0
 
 
 def spawn(variant: str, path: str) -> Result:
     """Run one compaction in a fresh interpreter; its result, or ``{"error": ...}``."""
     cmd = [sys.executable, os.path.abspath(__file__), "--child", variant, "--path", path]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_SECONDS)
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(RESULT_PREFIX):
-            result: Result = json.loads(line[len(RESULT_PREFIX) :])
-            return result
-    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
-    return {"error": f"exit code {proc.returncode}: {tail}"}
+    return run_variant(cmd)
 
 
 # -- the parent ----------------------------------------------------------------------------------------------
-
-
-def median(results: Sequence[Result], key: str) -> float | None:
-    values = [r["seconds"][key] for r in results if "error" not in r]
-    return statistics.median(values) if values else None
 
 
 def fresh_copy(source: str, path: str, keep_metadata_table: bool = True) -> str:
