@@ -172,8 +172,19 @@ def test_operators_steer_three_replicas(
     time.sleep(4 * POLL_INTERVAL)
     assert T in _pending(a.root), "a cancelled instant stays on the timeline"
     assert not any(h.instant == T and h.outcome == "done" for h in _history(a.root)), "cancelled ran again"
-    for r in replicas:
-        assert _table_status(r, "a")["blocked"].get("compaction") == "cancelled"  # type: ignore[union-attr]
+    # The status explains a service's first pending instant. Both compactions may have started together, and
+    # T may be the second: every replica shows T cancelled once the first has completed.
+    _wait(
+        f"every replica shows {T} cancelled",
+        lambda: all(
+            _table_status(r, "a")["blocked"].get("compaction") == "cancelled"  # type: ignore[union-attr]
+            for r in replicas
+        ),
+        120,
+        cluster,
+    )
+    assert T in _pending(a.root), "a cancelled instant stays on the timeline"
+    assert not any(h.instant == T and h.outcome == "done" for h in _history(a.root)), "cancelled ran again"
 
     # -- retry: the cancelled compaction runs and completes ----------------------------------------------
     _post(replicas[0], "a", "retry", service="compaction", instant=T, by="carol", reason="go on")
