@@ -143,6 +143,10 @@ class Table:
         #: List the data files through the metadata table's ``files`` partition (when the table has one)
         #: instead of the storage: one read of a few files instead of a listing of every partition.
         self.metadata_listing = metadata_listing
+        # A completed instant's file never changes, so this snapshot decodes each at most once: a task reads
+        # the latest commit's schema several times, and that commit lists every file it wrote (decoding it
+        # once per read made a compaction of N file groups cost N^2).
+        self._completed_metadata: dict[str, CommitMetadata] = {}
 
     @classmethod
     def open(
@@ -180,19 +184,26 @@ class Table:
         return self.storage.uri
 
     def commit_metadata(self, instant: Instant | str) -> CommitMetadata:
-        """The metadata of a completed (or inflight) write instant."""
+        """The metadata of a completed (or inflight) write instant; a completed one's is decoded once per
+        :class:`Table`."""
         time = instant if isinstance(instant, str) else instant.time
+        known = self._completed_metadata.get(time)
+        if known is not None:
+            return known
         current = self.timeline.get(time)
         if current is None:
             raise KeyError(f"no instant {time} on the timeline")
         path = self.timeline.file_of(time)
         data = self.storage.read(path)
         try:
-            return decode_commit_metadata(
+            metadata = decode_commit_metadata(
                 data, table_version=self.config.table_version, action=current.action
             )
         except CorruptTimelineFile as e:
             raise CorruptTimelineFile(f"{self.base_path}/{path}: {e}") from e
+        if current.state is State.COMPLETED:
+            self._completed_metadata[time] = metadata
+        return metadata
 
     def inflight_metadata(self, instant: Instant) -> CommitMetadata | None:
         """What a pending write's inflight file says it has written so far, or None: the instant is only
