@@ -22,10 +22,10 @@ active timeline cannot make a poll slow; the figure is then a lower bound (``sma
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from hoodie.config import TableConfig
 from hoodie.errors import HoodieError
@@ -78,6 +78,15 @@ class LastSuccess:
     instant: str
     completed: str  # completion time (v8+), else the instant time
 
+    @cached_property
+    def completed_at(self) -> dt.datetime | None:
+        """The completion time (naive, in the timeline's zone), None when it does not parse; parsed once:
+        the daemon asks at every poll."""
+        try:
+            return parse_instant_time(self.completed[:17])
+        except (HoodieError, ValueError):
+            return None
+
 
 @dataclass(frozen=True)
 class Backlog:
@@ -96,8 +105,8 @@ class Backlog:
         """Per service, seconds from its last success to ``now`` (naive, in the table's timeline zone)."""
         out: dict[str, float] = {}
         for service, last in self.last_success.items():
-            with contextlib.suppress(HoodieError, ValueError):
-                out[service] = max(0.0, (now - parse_instant_time(last.completed[:17])).total_seconds())
+            if last.completed_at is not None:
+                out[service] = max(0.0, (now - last.completed_at).total_seconds())
         return out
 
     def to_json(self, now: dt.datetime | None = None) -> dict[str, object]:

@@ -4,7 +4,7 @@ Every key, its default and its meaning (the README's configuration reference is 
 
     replica: NAME                 # name in claims, logs, metrics (default: $HOODIED_REPLICA, or host name)
     poll_interval: 30s            # how often each table's timeline is polled (seconds, or 500ms, 30s, 5m, 1h)
-    poll_jitter: 0.1              # each poll starts up to this fraction of the interval late (spreads out)
+    poll_jitter: 0.1              # polls start up to this fraction of the interval late (drawn once)
     reschedule_interval: 5m       # scheduling is re-evaluated this often even when nothing changed
     zookeeper:                    # absent: embedded mode (one replica, file-system lock, local tables only)
       connect: host:2181[,host:2181][/chroot]

@@ -2,7 +2,8 @@
 
 Start-up: logging, metrics, ZooKeeper (or the embedded coordination, with a warning that several replicas
 need ZooKeeper), the Spark session, the health server, then the supervisor: its poll runs on an APScheduler
-interval with jitter (one poll at a time, a late poll coalesced), and its workers run the jobs.
+interval (:func:`start_polling`: one poll at a time, a late poll coalesced, the replica's start offset by its
+jitter), and its workers run the jobs.
 
 Shutdown (SIGTERM or SIGINT): stop claiming; running jobs get ``jobs.shutdown_grace`` seconds to finish,
 then their Spark job groups are cancelled (they stay retryable: rolled back to requested, or inflight for the
@@ -15,16 +16,21 @@ exits at once (status 1). Signals are acted on by a thread of their own (:mod:`h
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import logging
 import os
+import random
 import shutil
 import signal
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
 
 from hoodie.backlog import measure_backlog
 from hoodie.failpoints import arm_for_children
@@ -209,9 +215,6 @@ class Daemon:
         status: 0, or with ``once`` 1 when a table could not be polled or a job failed (definitely, with an
         unknown outcome, or on damaged data). ``handle_signals=False`` leaves the process's signal handlers
         alone (embedding, tests)."""
-        from apscheduler.schedulers.background import BackgroundScheduler
-        from apscheduler.triggers.interval import IntervalTrigger
-
         config = self.config
         logger.info("hoodied replica %s starting (%s)", config.replica, config.source)
         for warning in config.warnings:
@@ -264,19 +267,8 @@ class Daemon:
                 for failure in failures:
                     logger.error("this pass: %s", failure)
                 return 1 if failures else 0
-            scheduler = BackgroundScheduler(daemon=True)
-            scheduler.add_job(
-                self._poll,
-                IntervalTrigger(
-                    seconds=config.poll_interval, jitter=config.poll_interval * config.poll_jitter
-                ),
-                id="poll",
-                max_instances=1,
-                coalesce=True,
-                next_run_time=_now(),
-            )
             self.supervisor.start_workers()
-            scheduler.start()
+            scheduler = start_polling(self._poll, config.poll_interval, config.poll_jitter)
             while not self.shutdown.wait(0.5):
                 pass
             scheduler.shutdown(wait=False)
@@ -352,10 +344,26 @@ class Daemon:
         os._exit(1)
 
 
-def _now() -> object:
-    import datetime as dt
+def start_polling(poll: Callable[[], None], interval: float, jitter: float) -> BackgroundScheduler:
+    """Run ``poll`` on a thread of its own after this replica's offset, then every ``interval`` seconds, one
+    at a time (a run due while a poll still runs is skipped: a poll that overruns is followed at the next
+    multiple of the interval); stop it with ``shutdown()``.
 
-    return dt.datetime.now(dt.UTC)
+    The offset is drawn once, up to ``jitter`` x ``interval``: replicas started together spread out, while
+    the polls of one stay exactly ``interval`` apart (a jitter drawn per poll adds up, and stretches the wait
+    of an instant written just after its table was polled to the interval plus the jitter)."""
+    offset = dt.timedelta(seconds=random.uniform(0.0, interval * jitter))
+    scheduler = BackgroundScheduler(daemon=True)
+    scheduler.add_job(
+        poll,
+        IntervalTrigger(seconds=interval),
+        id="poll",
+        max_instances=1,
+        coalesce=True,
+        next_run_time=dt.datetime.now(dt.UTC) + offset,
+    )
+    scheduler.start()
+    return scheduler
 
 
 def _table_status(t: WatchedTable, holders: Mapping[str, Mapping[str, object]]) -> dict[str, object]:
@@ -489,11 +497,15 @@ def _explain_offline(
             except Exception as e:
                 t.schedule_reasons[service.name] = f"cannot evaluate the trigger: {type(e).__name__}: {e}"
     t.foreign = {name.split("-", 1)[1]: why for name, why in inflight.items() if why.startswith("left alone")}
+    t.urgency = {
+        s: urgency(s, t.backlog, t.settings.priority)
+        for s, instants in t.pending.items()
+        if instants and s in t.settings.services
+    }
     view = RunnerView(
         running=lambda w, s, i: claim_name(s, i) in claims,
         given_up=lambda w, s, i: None,
         at_cap=lambda w: False,
-        urgency=lambda w, s: urgency(s, w.backlog, w.settings.priority),
     )
     out = explain(t, view).next
     for name, instants in t.pending.items():

@@ -33,7 +33,6 @@ class RunnerView:
     running: Callable[[WatchedTable, str, str], bool]  # (table, service, instant) runs here
     given_up: Callable[[WatchedTable, str, str], str | None]  # why an instant is given up here, or None
     at_cap: Callable[[WatchedTable], bool]  # the table's job cap is reached here
-    urgency: Callable[[WatchedTable, str], float]
 
 
 @dataclass(frozen=True)
@@ -103,7 +102,7 @@ def _pending(
     if runner.at_cap(table):
         cap = table.settings.max_concurrent_jobs
         return ("cap", f"{T} {state}: the table runs {cap} job(s) at once (max_concurrent_jobs)")
-    nxt[service] = f"{T} {state}: due (urgency {runner.urgency(table, service):.1f})"
+    nxt[service] = f"{T} {state}: due (urgency {table.urgency.get(service, 0.0):.1f})"
     return None
 
 

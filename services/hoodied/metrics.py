@@ -126,6 +126,8 @@ class Metrics:
         # The label values set per table by set_blocked and set_urgency, so that each replaces only its own.
         self._blocked_series: dict[str, set[tuple[str, ...]]] = {}
         self._urgency_series: dict[str, set[tuple[str, ...]]] = {}
+        # The backlog last exported per table, so that an unchanged one is not set again.
+        self._backlogs: dict[str, Backlog] = {}
 
         self.info = Info(
             "hoodied", "The hoodied version and the replica this daemon is.", registry=self.registry
@@ -330,12 +332,18 @@ class Metrics:
         self.oldest_pending_age_seconds.labels(table, action).set(oldest_age_seconds or 0.0)
 
     def set_backlog(self, table: str, backlog: Backlog, now: dt.datetime) -> None:
-        """Record a table's backlog; ``now`` is naive, in the table's timeline zone."""
-        self.table_delta_commits_since_compaction.labels(table).set(backlog.delta_commits_since_compaction)
-        self.table_log_bytes_since_compaction.labels(table).set(backlog.log_bytes_since_compaction)
-        self.table_commits_since_clean.labels(table).set(backlog.commits_since_clean)
-        self.table_small_files.labels(table).set(backlog.small_files)
-        self.table_metadata_lag_instants.labels(table).set(backlog.metadata_lag_instants)
+        """Record a table's backlog; ``now`` is naive, in the table's timeline zone. The figures are set only
+        when ``backlog`` is not the one set last for the table (a poll of an unchanged timeline keeps it),
+        the seconds since each service's last success always (they grow with time alone)."""
+        if self._backlogs.get(table) is not backlog:
+            self._backlogs[table] = backlog
+            self.table_delta_commits_since_compaction.labels(table).set(
+                backlog.delta_commits_since_compaction
+            )
+            self.table_log_bytes_since_compaction.labels(table).set(backlog.log_bytes_since_compaction)
+            self.table_commits_since_clean.labels(table).set(backlog.commits_since_clean)
+            self.table_small_files.labels(table).set(backlog.small_files)
+            self.table_metadata_lag_instants.labels(table).set(backlog.metadata_lag_instants)
         for action, seconds in backlog.seconds_since_success(now).items():
             self.table_seconds_since_success.labels(table, action).set(seconds)
 
@@ -371,6 +379,7 @@ class Metrics:
         """Remove every series of ``table`` (a table no longer watched), leaving other tables' series."""
         self._blocked_series.pop(table, None)
         self._urgency_series.pop(table, None)
+        self._backlogs.pop(table, None)
         for metric, names in self._by_table:
             position = names.index("table")
             for family in metric.collect():

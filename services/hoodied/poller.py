@@ -1,10 +1,15 @@
 """Polling: one pass over every watched table (:meth:`Poller.poll`).
 
-1. It lists the table's timeline folder. When the listing is the one seen last time, the previous answer is
-   reused: a poll of an idle table costs one listing.
+1. It lists the table's timeline folder (:mod:`hoodied.listing`: on a local file system not again while the
+   folder's modification time says nothing changed; object-store tables several at once, ahead of the
+   walk). When the listing is the one seen last time, the previous answer is reused: a poll of an idle
+   table costs one request.
 2. Where hoodied schedules services, the :class:`~hoodied.scheduler.Scheduler` plans new instants.
 3. It records every service's pending instants (gauges: how many, how old) and offers the runnable ones to
-   the :class:`~hoodied.runner.Runner` as :class:`~hoodied.work.WorkItem`, oldest first.
+   the :class:`~hoodied.runner.Runner` as :class:`~hoodied.work.WorkItem`, oldest first. Work found on a
+   table whose timeline changed is queued at once (an idle worker starts it without waiting for the walk
+   over every other table); the end of the poll then orders the whole queue. The first poll only offers at
+   its end, so that the backlog found at start-up is taken by urgency.
 
 An inflight instant that nobody claims is offered once it has been seen unclaimed for ``takeover_grace``
 (which leaves a dying runner's tasks time to stop before the new runner rolls their files back) and
@@ -21,6 +26,13 @@ table has one) and hands each table's to the runner (cancel, retry). When a tabl
 backlog is measured again (:mod:`hoodie.backlog`; the metadata of new writes is read once) and exported; the
 runnable work is ordered by urgency (:mod:`hoodied.urgency`), and every service's next step is explained
 (:mod:`hoodied.explain`). A draining table with no job left on any replica is set to paused.
+
+A *quiet* table costs its listing and little else: nothing was pending on it at its last evaluation, and
+its listing, its control document and its scheduling reasons are still those of then. Its pending instants,
+work, urgencies and explanations would come out the same, so they are neither computed nor exported again
+(the gauges keep their values); only what changes with time alone is updated (the seconds since each
+service's last success). A table with pending instants is evaluated at every poll: claims, the runner's
+jobs and the takeover grace move without its timeline.
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import replace
 
 from hoodie.backlog import measure_backlog
@@ -49,6 +62,7 @@ from hoodied.coordination import SCHEDULE_CLAIM, Coordination
 from hoodied.explain import RunnerView, explain
 from hoodied.health import Heartbeats
 from hoodied.history import append, control_record
+from hoodied.listing import Listed, ListingAhead, list_timeline
 from hoodied.logs import log_context
 from hoodied.metrics import Metrics
 from hoodied.ownership import decide
@@ -116,10 +130,7 @@ class Poller:
         self._control = control
         self._control_error: str | None = None
         self._runner_view = RunnerView(
-            running=runner.is_running_instant,
-            given_up=runner.given_up_reason,
-            at_cap=runner.at_cap,
-            urgency=lambda t, s: urgency(s, t.backlog, t.settings.priority),
+            running=runner.is_running_instant, given_up=runner.given_up_reason, at_cap=runner.at_cap
         )
         self._stopping = stopping
         self._failures = failures
@@ -127,6 +138,7 @@ class Poller:
         self._tables: dict[str, WatchedTable] = {}
         self._poll_lock = threading.Lock()
         self._discovered_at = float("-inf")
+        self._polls = 0  # polls finished
 
     def tables(self) -> list[WatchedTable]:
         return list(self._tables.values())
@@ -182,34 +194,45 @@ class Poller:
             controls = self._read_controls()
             items: list[WorkItem] = []
             errors = 0
-            for table in self.tables():
-                if self._stopping.is_set():
-                    break
-                if controls is not None:
-                    table.control = controls.get(table.key, TableControl())
-                self._runner.apply_control(table)
-                if self._clock() < table.retry_at:
+            tables = self.tables()
+            due = [t for t in tables if self._clock() >= t.retry_at]  # not backing off after a failure
+            # The requests each poll of a table makes, counted from before its listing (ahead or not).
+            counted = {t.uri: t.storage.requests.snapshot() for t in due if not t.storage.is_local}
+            with ListingAhead(due, self._clock()) as ahead:
+                for table in tables:
+                    if self._stopping.is_set():
+                        ahead.cancel()
+                        break
+                    if controls is not None:
+                        table.control = controls.get(table.key, TableControl())
+                    self._runner.apply_control(table)
+                    if self._clock() < table.retry_at:
+                        items.extend(table.items)
+                        continue
+                    t0 = self._clock()
+                    ok = True
+                    requests = counted.get(table.uri)
+                    if requests is None:
+                        requests = table.storage.requests.snapshot()
+                    with log_context(table=table.name):
+                        try:
+                            changed = self._poll_table(table, ahead.get(table))
+                            table.failures, table.last_error = 0, None
+                            if changed and table.items and self._polls:
+                                self._runner.add(table.items)
+                        except Exception as e:
+                            ok = False
+                            errors += 1
+                            self._table_failed(table, e)
+                    self.metrics.table_poll_finished(table.name, self._clock() - t0, ok=ok)
+                    self.metrics.count_requests(
+                        table.name, "poll", _since(requests, table.storage.requests.snapshot())
+                    )
+                    self.heartbeats.last_table_polled = time.time()
                     items.extend(table.items)
-                    continue
-                t0 = self._clock()
-                ok = True
-                requests = table.storage.requests.snapshot()
-                with log_context(table=table.name):
-                    try:
-                        self._poll_table(table)
-                        table.failures, table.last_error = 0, None
-                    except Exception as e:
-                        ok = False
-                        errors += 1
-                        self._table_failed(table, e)
-                self.metrics.table_poll_finished(table.name, self._clock() - t0, ok=ok)
-                self.metrics.count_requests(
-                    table.name, "poll", _since(requests, table.storage.requests.snapshot())
-                )
-                self.heartbeats.last_table_polled = time.time()
-                items.extend(table.items)
             items.sort(key=WorkItem.sort_key)
             self._runner.offer(items)
+            self._polls += 1
             now = time.time()
             self.metrics.poll_finished(self._clock() - started, ok=True, now=now)
             self.heartbeats.last_poll_succeeded = now
@@ -240,6 +263,8 @@ class Poller:
         delay = self.config.jobs.retry_delay(table.failures)
         table.retry_at = self._clock() + delay
         table.items = ()
+        table.evaluated = None
+        table.listed_folder_time_ns = None
         message = f"{type(e).__name__}: {e}"
         if message != table.last_error:
             logger.error(
@@ -247,12 +272,11 @@ class Poller:
             )
         table.last_error = message
 
-    def _poll_table(self, table: WatchedTable) -> None:
-        storage = table.storage
-        if table.config is None:
-            table.config = TableConfig.load(storage)
-        self._read_timeline(table)
-        self._check_held(table)
+    def _poll_table(self, table: WatchedTable, ahead: Future[Listed] | None = None) -> bool:
+        """Poll one table (``ahead``: its listing, taken on a listing thread); true when its timeline
+        changed."""
+        listed = ahead.result() if ahead is not None else list_timeline(table, table.config, self._clock())
+        changed = self._take(table, listed)
         schedules = (
             table.settings.schedule
             or table.control.triggers
@@ -260,24 +284,29 @@ class Poller:
         )
         if table.held is None and schedules and not self._stopping.is_set() and self._scheduler.due(table):
             if self._scheduler.schedule(table):
-                self._read_timeline(table)
+                changed |= self._take(table, list_timeline(table, table.config, self._clock()))
             table.scheduled_listing = table.listing
         self._measure(table)
+        self._check_drained(table)
+        evaluated = (table.listing, table.control, tuple(table.schedule_reasons.items()))
+        if table.evaluated == evaluated:
+            return changed  # quiet (the module docstring): what follows would come out as it did
         # What is pending is reported and offered even when scheduling failed (a read-only table, a lock
         # that timed out): it says so in its log lines and in hoodied status.
         self._collect(table)
-        self._check_drained(table)
         explanation = explain(table, self._runner_view)
         table.blocked, table.next = explanation.blocked, explanation.next
         self.metrics.set_blocked(
             table.name, {s: code for s, (code, _) in table.blocked.items()}, not table.control.claims_allowed
         )
+        table.evaluated = None if any(table.pending.values()) else evaluated
+        return changed
 
     def _measure(self, table: WatchedTable) -> None:
         """Measure the table's backlog when its timeline changed since the last measure, and export it."""
         assert table.config is not None
         assert table.timeline is not None
-        if table.backlog is None or table.backlog_listing != table.listing:
+        if table.backlog is None or table.backlog_listing is not table.listing:
             try:
                 view = Table(table.storage, table.config, table.timeline)
                 table.backlog = measure_backlog(view, table_settings(table), table.backlog_cache)
@@ -340,20 +369,29 @@ class Poller:
                 logger.info("table %s (%s): the restore completed; services run again", table.name, table.uri)
         table.held = held
 
-    @staticmethod
-    def _read_timeline(table: WatchedTable) -> None:
-        """List the timeline folder; parse it (and re-read the config) only when the listing changed."""
-        assert table.config is not None
-        storage = table.storage
-        listing = frozenset(f.name for f in storage.list(table.config.timeline_path) if not f.is_dir)
-        if listing == table.listing:
-            return
-        table.config = TableConfig.load(storage)  # an upgrade or a new property shows with new instants
-        refuse_metadata_table(storage, table.config, "table service")
-        table.timeline = Timeline.from_file_names(
-            listing, layout_version=table.config.timeline_layout_version, folder=table.config.timeline_path
-        )
-        table.listing = listing
+    def _take(self, table: WatchedTable, listed: Listed) -> bool:
+        """Take in a look at the timeline folder: parse a listing (re-read the config unless read just now,
+        look for a pending restore) only when it changed; true when it did."""
+        if not listed.fresh:
+            return False
+        if listed.config is not None:
+            table.config = listed.config
+        changed = listed.names != table.listing
+        if changed:
+            storage = table.storage
+            if listed.config is None:  # an upgrade or a new property shows with new instants
+                table.config = TableConfig.load(storage)
+            assert table.config is not None
+            refuse_metadata_table(storage, table.config, "table service")
+            table.timeline = Timeline.from_file_names(
+                listed.names,
+                layout_version=table.config.timeline_layout_version,
+                folder=table.config.timeline_path,
+            )
+            table.listing = listed.names
+            self._check_held(table)
+        table.listed_folder_time_ns, table.listed_at = listed.folder_time_ns, self._clock()
+        return changed
 
     def _collect(self, table: WatchedTable) -> None:
         """Record the table's pending instants (gauges) and the runnable ones (work items)."""
@@ -374,11 +412,9 @@ class Poller:
                 with contextlib.suppress(HoodieError):
                     oldest = max(0.0, (zone_now - parse_instant_time(instants[0].time)).total_seconds())
             self.metrics.set_pending(table.name, service, len(instants), oldest)
-            if service not in table.settings.services:
+            if service not in table.settings.services or not instants:
                 continue
-            value = urgency(service, table.backlog, table.settings.priority)
-            if instants:
-                urgencies[service] = value
+            value = urgencies[service] = urgency(service, table.backlog, table.settings.priority)
             for instant in instants:
                 if table.control.is_cancelled(service, instant.time) is not None:
                     seen_inflight.add(instant.time)
@@ -393,6 +429,7 @@ class Poller:
             del table.unclaimed_since[t]
         for t in [t for t in table.foreign if t not in seen_inflight]:
             del table.foreign[t]
+        table.urgency = urgencies
         self.metrics.set_urgency(table.name, urgencies)
         table.items = () if table.held or not table.control.claims_allowed else tuple(items)
 

@@ -17,6 +17,7 @@ is ``cancelled``, the instant stays retryable); ``retry`` forgets an instant's b
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
@@ -89,6 +90,17 @@ class Runner:
             self._queue = list(items)
             self._cond.notify_all()
 
+    def add(self, items: Sequence[WorkItem]) -> None:
+        """Queue work a poll found before it ends, each item in its place by priority (an idle worker starts
+        it at once instead of after the walk over every other table), and wake the workers; an item queued or
+        running already stays as it is. The poll's :meth:`offer` then replaces the queue."""
+        with self._cond:
+            known = {item.ident for item in self._queue} | self._running.keys()
+            for item in items:
+                if item.ident not in known:
+                    bisect.insort(self._queue, item, key=WorkItem.sort_key)
+            self._cond.notify_all()
+
     def is_running(self, item: WorkItem) -> bool:
         with self._cond:
             return item.ident in self._running
@@ -159,6 +171,8 @@ class Runner:
         """Act on the table's control document: cancel the cancelled instants running here; forget the
         back-off of instants a new retry covers."""
         control = table.control
+        if not control.cancelled and not control.retries:
+            return  # nothing to act on (most tables, most polls)
         to_cancel: list[tuple[WorkItem, Note]] = []
         with self._cond:
             for ident, item in self._running.items():

@@ -77,6 +77,10 @@ class WatchedTable:
     key: str = ""
     config: TableConfig | None = None
     listing: frozenset[str] | None = None
+    #: The timeline folder's modification time vouching for ``listing`` (hoodied.listing; None: none does),
+    #: and the poller's monotonic time of that listing.
+    listed_folder_time_ns: int | None = None
+    listed_at: float = float("-inf")
     timeline: Timeline | None = None
     items: tuple[WorkItem, ...] = ()
     pending: dict[str, list[Instant]] = field(default_factory=dict)
@@ -103,6 +107,12 @@ class WatchedTable:
     blocked: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: Per service: a sentence saying why its next instant is or is not due (hoodied status, the page).
     next: dict[str, str] = field(default_factory=dict)
+    #: Per service with pending work: its urgency as of the last poll (hoodied.urgency).
+    urgency: dict[str, float] = field(default_factory=dict)
+    #: What the last full evaluation of a table with nothing pending saw (its listing, control document and
+    #: scheduling reasons; None after one that found work): the poll skips a table that still shows it
+    #: (hoodied.poller: quiet).
+    evaluated: tuple[frozenset[str] | None, TableControl, tuple[tuple[str, str], ...]] | None = None
 
     def __post_init__(self) -> None:
         self.key = self.key or table_key(self.name, self.uri)
