@@ -44,12 +44,12 @@ local temporary file as a sorted run (:mod:`hoodie.clustering.spill`; the files 
 ends, failed or not). Then the runs are merged back in bounded batches, in exactly the order one stable sort
 of the whole group gives, and written file after file, a row group at a time. Row groups hold
 ``hoodie.parquet.block.size`` worth of rows at the group's average row size, and at most the merge budget
-(half the largest slice's Arrow size): files cut from a group of small slices have more row groups than one
-written from memory would. The rows whose key hash repeats in the group are located by one more merge pass
-over the keys alone (:func:`~hoodie.clustering.output_files.output_files`), so each file's share and the
-copies it takes from later files are known before it is written, and one file is open at a time. The peak
-is the largest slice's merge plus its sort (measured by ``benchmarks/bench_clustering_memory.py``), plus 8
-bytes per row of the group for the key hashes.
+(half the largest slice's Arrow size, at least 16 MiB): files cut from a group of small slices have more
+row groups than one written from memory would. The rows whose key hash repeats in the group are located by
+one more merge pass over the keys alone (:func:`~hoodie.clustering.output_files.output_files`), so each
+file's share and the copies it takes from later files are known before it is written, and one file is open
+at a time. The peak is the largest slice's merge plus its sort (measured by
+``benchmarks/bench_clustering_memory.py``), plus 8 bytes per row of the group for the key hashes.
 
 Nothing becomes visible before step 3's atomic completion: readers ignore base files of a pending instant
 and keep reading the replaced file groups until the replacecommit completes. A crash anywhere leaves the
