@@ -58,6 +58,7 @@ __all__ = [
     "column_stats_records",
     "decode_metadata_record",
     "encode_metadata_record",
+    "footer_column_stats",
     "metadata_record_schema",
     "parquet_column_stats",
     "partition_stats_records",
@@ -110,6 +111,11 @@ def parquet_column_stats(storage: Storage, path: str, columns: Iterable[str]) ->
     have, and nested columns, are left out of the result."""
     with storage.open_input_file(path) as f:
         metadata = pq.ParquetFile(f).metadata
+    return footer_column_stats(metadata, columns)
+
+
+def footer_column_stats(metadata: pq.FileMetaData, columns: Iterable[str]) -> dict[str, ColumnStats]:
+    """:func:`parquet_column_stats` of a footer read already."""
     arrow_schema = metadata.schema.to_arrow_schema()
     leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
     out: dict[str, ColumnStats] = {}

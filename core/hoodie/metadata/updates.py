@@ -26,7 +26,8 @@ import datetime as dt
 import json
 import posixpath
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -42,7 +43,7 @@ from hoodie.metadata.records import MetadataPartition, MetadataRecord, RecordTyp
 from hoodie.metadata.stats import (
     ColumnStats,
     column_stats_records,
-    parquet_column_stats,
+    footer_column_stats,
     partition_stats_records,
 )
 from hoodie.metadata.writer import MetadataUpdate, MetadataWriter, metadata_record, open_metadata_table
@@ -66,6 +67,8 @@ MAX_COLUMNS = "hoodie.metadata.index.column.stats.max.columns.to.index"
 MAX_COLUMNS_DEFAULT = 32
 #: Meta columns column_stats indexes by default (not the sequence number and file name).
 INDEXED_META_COLUMNS = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key")
+#: Footers of a rewrite's new base files read at once: on an object store each is a round trip or two.
+FOOTER_READS = 16
 
 
 def indexed_columns(storage: Storage, config: TableConfig, file_columns: Sequence[str]) -> list[str]:
@@ -128,18 +131,17 @@ def update_for_rewrite(
     records: dict[str, list[MetadataRecord]] = {}
     per_partition_stats: dict[str, list[dict[str, Any]]] = {}
     columns: list[str] | None = None
-    for stat in stats:
-        if not stat.path:
-            continue
+    written = [(stat, stat.path) for stat in stats if stat.path]
+    footers = _read_footers(storage, [path for _, path in written])
+    for (stat, path), footer in zip(written, footers, strict=True):
         partition = stat.partition_path or ""
-        name = _base_file_name(stat.path)
-        size = stat.file_size_in_bytes or stat.total_write_bytes or storage.size(stat.path)
+        name = _base_file_name(path)
+        size = stat.file_size_in_bytes or stat.total_write_bytes or storage.size(path)
         added.setdefault(partition, {})[name] = int(size)
-        footer = pq.read_metadata(storage.open_input_file(stat.path))
         if MetadataPartition.COLUMN_STATS in partitions:
             if columns is None:
                 columns = indexed_columns(storage, config, footer.schema.names)
-            column_stats = parquet_column_stats(storage, stat.path, columns)
+            column_stats = footer_column_stats(footer, columns)
             file_records = column_stats_records(partition, name, column_stats, table_version=version)
             records.setdefault(MetadataPartition.COLUMN_STATS, []).extend(file_records)
             per_partition_stats.setdefault(partition, []).extend(
@@ -163,6 +165,20 @@ def update_for_rewrite(
                 r["ColumnStatsMetadata"]["isTightBound"] = False  # widens the partition's range
             records.setdefault(MetadataPartition.PARTITION_STATS, []).extend(loose)
     return MetadataUpdate(instant_time, files_added=added, records=records)
+
+
+def _read_footers(storage: Storage, paths: Sequence[str]) -> Iterator[pq.FileMetaData]:
+    """The Parquet footer of each of ``paths``, in order, :data:`FOOTER_READS` read at once."""
+
+    def footer(path: str) -> pq.FileMetaData:
+        with storage.open_input_file(path) as f:
+            return pq.read_metadata(f)
+
+    if len(paths) < 2:
+        yield from map(footer, paths)
+        return
+    with ThreadPoolExecutor(min(FOOTER_READS, len(paths)), thread_name_prefix="hoodie-footer") as pool:
+        yield from pool.map(footer, paths)
 
 
 def update_for_write(
