@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -24,6 +23,7 @@ import pytest
 from deploy_tree import RULES, dashboard_queries, rule_expressions
 
 from hoodied.spark import java_available
+from support.server_process import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -32,13 +32,6 @@ PROMETHEUS = Path("/usr/bin/prometheus")
 METRICS_DEADLINE = 240.0
 #: SIGTERM to exit: nothing runs any more, so well within jobs.shutdown_grace.
 EXIT_DEADLINE = 120.0
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _hoodied(*args: str) -> str:
@@ -99,7 +92,7 @@ def test_prometheus_scrapes_the_daemon_and_serves_its_job_metrics(tmp_path: Path
     _hoodied("generate", str(table), "--table-type", "mor", "--table-version", "8", "--rows", "200")
     assert "scheduled compaction" in _hoodied("compact", str(table), "--mode", "schedule")
 
-    metrics_port, prometheus_port = _free_port(), _free_port()
+    metrics_port, prometheus_port = free_port(), free_port()
     config = tmp_path / "hoodied.yaml"
     config.write_text(
         textwrap.dedent(

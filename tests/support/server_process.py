@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -16,11 +17,38 @@ from typing import BinaryIO
 START_TIMEOUT_SECONDS = 60.0
 
 
+#: The ports :func:`free_port` hands out: below Linux's ephemeral range (32768-60999), so that no client
+#: socket is given one between its choice and the server's bind, split among pytest-xdist's workers so that
+#: two workers never pick the same one.
+PORTS = range(20000, 32000)
+_handed_out: set[int] = set()
+
+
+def _worker_ports() -> range:
+    """This pytest-xdist worker's share of :data:`PORTS` (all of them outside xdist)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    span = len(PORTS) // max(1, count)
+    start = PORTS.start + (index % max(1, count)) * span
+    return range(start, start + span)
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on now, from this worker's share of :data:`PORTS`,
+    never the same twice in one process."""
+    ports = _worker_ports()
+    for port in random.sample(ports, len(ports)):
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1}")
 
 
 class ServerProcess:
