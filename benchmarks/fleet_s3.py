@@ -38,7 +38,7 @@ from werkzeug.serving import run_simple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from support.s3_server import ACCESS_KEY, REGION, SECRET_KEY
+from support.s3_server import REGION, s3_environment
 from support.server_process import ServerProcess, free_port
 
 COUNTS_PATH = "/_fleet/requests"
@@ -215,14 +215,7 @@ class FleetS3:
 
     def environment(self) -> dict[str, str]:
         """What every S3 client of this process reads (hoodie's storage)."""
-        return {
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-            "AWS_REGION": REGION,
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_ALLOW_HTTP": "true",
-        }
+        return s3_environment(self.endpoint)
 
     def _answers(self) -> bool:
         try:

@@ -23,6 +23,19 @@ SECRET_KEY = "hoodied-test-secret"
 REGION = "us-east-1"
 
 
+def s3_environment(endpoint: str) -> dict[str, str]:
+    """What every S3 client of a process reads (hoodie's storage, boto3) to reach the test server at
+    ``endpoint`` over plain HTTP."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_REGION": REGION,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_ALLOW_HTTP": "true",
+    }
+
+
 def moto_available() -> str | None:
     """Why the server cannot run here, or ``None``."""
     if shutil.which("moto_server") is None:
@@ -41,14 +54,7 @@ class S3Server:
         self._process = ServerProcess("moto_server", command, work / "moto.log", self._answers)
 
     def environment(self) -> dict[str, str]:
-        return {
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-            "AWS_REGION": REGION,
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_ALLOW_HTTP": "true",
-        }
+        return s3_environment(self.endpoint)
 
     def _answers(self) -> bool:
         try:
@@ -104,4 +110,4 @@ class S3Server:
         return folder
 
 
-__all__ = ["S3Server", "moto_available"]
+__all__ = ["S3Server", "moto_available", "s3_environment"]
