@@ -7,17 +7,18 @@ work in each:
   ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION`` (or
   ``AWS_DEFAULT_REGION``), ``AWS_ALLOW_HTTP``; GCS ``GOOGLE_SERVICE_ACCOUNT`` (a key file's path),
   ``GOOGLE_SERVICE_ACCOUNT_KEY``, ``GOOGLE_APPLICATION_CREDENTIALS``; Azure ``AZURE_STORAGE_ACCOUNT_NAME``,
-  ``AZURE_STORAGE_ACCOUNT_KEY``, ``AZURE_STORAGE_SAS_TOKEN``, ``AZURE_STORAGE_USE_EMULATOR`` (Azurite).
+  ``AZURE_STORAGE_ACCOUNT_KEY``, ``AZURE_STORAGE_SAS_TOKEN``, ``AZURE_STORAGE_USE_EMULATOR`` and
+  ``AZURITE_BLOB_STORAGE_URL`` (Azurite).
 - **Storage options** (``tables[].storage_options``, ``--storage-option KEY=VALUE``), which win over the
   environment: the store's own keys (``object_store``'s: ``access_key_id``, ``secret_access_key``,
   ``session_token``, ``region``, ``endpoint``, ``allow_http``, ``virtual_hosted_style_request``,
-  ``skip_signature``, ``google_service_account``, ``account_name``, ``account_key``, ``use_emulator``...), and
-  the keys of pyarrow's ``S3FileSystem`` hoodied took before (``access_key``, ``secret_key``,
-  ``session_token``, ``region``, ``endpoint_override`` with ``scheme``, ``force_virtual_addressing``,
-  ``anonymous``), translated. ``conditional_put: false`` tells hoodied the store ignores conditional writes.
-  ``max_retries``, ``retry_timeout``, ``init_backoff``, ``max_backoff`` and ``backoff_base`` set how failed
-  requests are retried (:mod:`hoodie.storage.retry`); the client's ``timeout`` and ``connect_timeout`` how
-  long one request may take.
+  ``skip_signature``, ``google_service_account``, ``account_name``, ``account_key``, ``use_emulator``...;
+  ours, ``azurite_blob_storage_url``), and the keys of pyarrow's ``S3FileSystem`` hoodied took before
+  (``access_key``, ``secret_key``, ``session_token``, ``region``, ``endpoint_override`` with ``scheme``,
+  ``force_virtual_addressing``, ``anonymous``), translated. ``conditional_put: false`` tells hoodied the
+  store ignores conditional writes. ``max_retries``, ``retry_timeout``, ``init_backoff``, ``max_backoff``
+  and ``backoff_base`` set how failed requests are retried (:mod:`hoodie.storage.retry`); the client's
+  ``timeout`` and ``connect_timeout`` how long one request may take.
 
 Schemes: ``s3``, ``s3a`` (S3 and S3-compatible stores), ``gs``, ``gcs`` (GCS), ``az``, ``abfs``, ``abfss``
 (Azure: ``abfs[s]://container@account.dfs.core.windows.net/path``), a local path or ``file://``, and
@@ -83,8 +84,15 @@ ENVIRONMENT_KEYS: Mapping[str, Mapping[str, str]] = {
         "AZURE_STORAGE_ACCOUNT_KEY": "account_key",
         "AZURE_STORAGE_SAS_TOKEN": "sas_token",
         "AZURE_STORAGE_USE_EMULATOR": "use_emulator",
+        "AZURITE_BLOB_STORAGE_URL": "azurite_blob_storage_url",
     },
 }
+#: Azurite's address. Not an option of the store: ``object_store`` reads it from the environment alone (else
+#: ``http://127.0.0.1:10000``), so :func:`backend_for` takes it as an option and sets the variable in the
+#: process that opens the store. Without this an executor whose environment lacks it (any other host, or a
+#: local Spark started before the variable was set) would look for the emulator at the default address.
+AZURITE_URL_OPTION = "azurite_blob_storage_url"
+AZURITE_URL_VARIABLE = "AZURITE_BLOB_STORAGE_URL"
 _OPTION_PREFIXES = ("aws_", "azure_storage_", "azure_", "google_")
 
 
@@ -109,6 +117,9 @@ def backend_for(uri: str, options: Mapping[str, str] | None = None) -> Location:
     if store_kind is not None:
         bucket, root = _bucket_and_root(store_kind, parsed)
         conditional = opts.pop(CONDITIONAL_PUT, "true").strip().lower() != "false"
+        azurite_url = opts.pop(AZURITE_URL_OPTION, "").strip()
+        if azurite_url and store_kind == "az":
+            os.environ[AZURITE_URL_VARIABLE] = azurite_url
         retry = RetryPolicy.from_options({k: opts.pop(k) for k in RETRY_KEYS & opts.keys()})
         config, client = _store_config(store_kind, opts, parsed)
         backend = ObjectStoreBackend(
@@ -212,4 +223,12 @@ def _store_config(kind: str, opts: dict[str, str], parsed: object) -> tuple[dict
     return config, client
 
 
-__all__ = ["CONDITIONAL_PUT", "ENVIRONMENT_KEYS", "Location", "backend_for", "portable_options"]
+__all__ = [
+    "AZURITE_URL_OPTION",
+    "AZURITE_URL_VARIABLE",
+    "CONDITIONAL_PUT",
+    "ENVIRONMENT_KEYS",
+    "Location",
+    "backend_for",
+    "portable_options",
+]

@@ -3,10 +3,13 @@ settings the options leave open (never for local paths, never over an option the
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import pytest
+
 from hoodie.storage import Storage, StorageRef
-from hoodie.storage.options import portable_options
+from hoodie.storage.options import AZURITE_URL_OPTION, AZURITE_URL_VARIABLE, backend_for, portable_options
 
 ENV = {
     "AWS_ACCESS_KEY_ID": "env-key",
@@ -49,3 +52,15 @@ def test_a_ref_hides_what_it_carries(tmp_path: Path) -> None:
     assert "env-key" not in repr(ref)
     local = Storage.for_uri(str(tmp_path)).ref()
     assert local.options == ()
+
+
+def test_azurites_address_travels_and_is_set_where_the_store_opens(monkeypatch: pytest.MonkeyPatch) -> None:
+    """object_store reads Azurite's address from the environment alone: a task carries it as an option, and
+    opening the store sets the variable in the task's process (else it looks at 127.0.0.1:10000)."""
+    env = {"AZURE_STORAGE_USE_EMULATOR": "true", AZURITE_URL_VARIABLE: "http://127.0.0.1:23456"}
+    carried = portable_options("az://lake/t", {}, env)
+    assert carried == {"use_emulator": "true", AZURITE_URL_OPTION: "http://127.0.0.1:23456"}
+    assert portable_options("s3://b/t", {}, env) == {}
+    monkeypatch.delenv(AZURITE_URL_VARIABLE, raising=False)
+    backend_for("az://lake/t", carried)
+    assert os.environ[AZURITE_URL_VARIABLE] == "http://127.0.0.1:23456"
