@@ -221,14 +221,15 @@ def test_operators_steer_three_replicas(
     time.sleep(3 * POLL_INTERVAL)
     assert not _pending(a.root), "a paused table was scheduled"
     _post(replicas[1], "a", "resume", by="erin", reason="maintenance over")
-    _wait(
-        "the triggered compaction completes",
-        lambda: (
-            any(h.outcome == "triggered" and h.instant for h in _history(a.root)) and not _pending(a.root)
-        ),
-        180,
-        cluster,
-    )
+
+    def triggered_done() -> bool:
+        # The job's history record comes after its commit: wait for it, not for the timeline alone.
+        history = _history(a.root)
+        instants = {h.instant for h in history if h.outcome == "triggered" and h.instant}
+        done = {h.instant for h in history if h.outcome == "done"}
+        return bool(instants) and instants <= done and not _pending(a.root)
+
+    _wait("the triggered compaction completes", triggered_done, 180, cluster)
     [triggered] = [h for h in _history(a.root) if h.outcome == "triggered"]
     assert triggered.by == "erin"
     assert triggered.reason
