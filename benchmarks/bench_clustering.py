@@ -36,7 +36,6 @@ import io
 import math
 import os
 import pstats
-import random
 import shutil
 import sys
 import tempfile
@@ -56,8 +55,8 @@ from hoodie.clustering.update_strategy import UpdateStrategy
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.table import Table
-from hoodie.testing.generate import TRIPS_SCHEMA, TripGenerator
-from hoodie.testing.table_writer import TableWriter, WriteConfig
+from hoodie.testing.generate import TripGenerator, trips_writer
+from hoodie.testing.table_writer import WriteConfig
 from hoodie.write.base_file import ParquetOptions
 
 VARIANTS = ("ours", "pyarrow")
@@ -75,17 +74,11 @@ def build_table(path: str, rows: int, files: int, codec: str) -> str:
     """ROWS rows of one city in one ``bulk_insert``, cut into FILES base files; returns the partition."""
     per_file = math.ceil(rows / files)
     options = ParquetOptions(compression=codec, max_file_bytes=per_file * RECORD_SIZE_ESTIMATE)
-    writer = TableWriter.create(
+    writer = trips_writer(
         path,
-        name="bench",
         table_type="COPY_ON_WRITE",
-        table_version=8,
-        schema=TRIPS_SCHEMA,
-        record_key_fields=("uuid",),
-        partition_fields=("city",),
-        ordering_field="ts",
         config=WriteConfig(parquet=options, record_size_estimate=RECORD_SIZE_ESTIMATE),
-        rng=random.Random(SEED),
+        seed=SEED,
     )
     gen = TripGenerator(SEED, 1)
     keys = gen.keys(rows)

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -46,7 +45,7 @@ import pyarrow as pa
 
 import targets
 from hoodie.table import Table
-from hoodie.testing.generate import TRIPS_SCHEMA, TripGenerator
+from hoodie.testing.generate import TripGenerator, trips_writer
 from hoodie.testing.table_writer import TableWriter, WriteConfig
 from hoodie.write.base_file import ParquetOptions
 from process_memory import memory_mark, memory_peak
@@ -67,19 +66,14 @@ Result = dict[str, Any]
 
 
 def _writer(path: str) -> TableWriter:
-    return TableWriter.create(
+    return trips_writer(
         path,
-        name="bench",
         table_type="MERGE_ON_READ",
-        table_version=8,
-        schema=TRIPS_SCHEMA,
-        record_key_fields=("uuid",),
-        partition_fields=(),
-        ordering_field="ts",
+        partitioned=False,
         config=WriteConfig(
             parquet=ParquetOptions(compression="snappy", max_file_bytes=8 << 30), log_format="avro"
         ),
-        rng=random.Random(SEED),
+        seed=SEED,
     )
 
 

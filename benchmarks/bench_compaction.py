@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import random
 import shutil
 import statistics
 import sys
@@ -56,8 +55,8 @@ import pyarrow.parquet as pq
 import targets
 from child_result import Result, median, print_result, run_variant
 from hoodie.table import Table
-from hoodie.testing.generate import TRIPS_SCHEMA, TripGenerator
-from hoodie.testing.table_writer import TableWriter, WriteConfig
+from hoodie.testing.generate import TripGenerator, trips_writer
+from hoodie.testing.table_writer import WriteConfig
 from hoodie.write.base_file import ParquetOptions
 from process_memory import memory_mark, memory_peak
 
@@ -79,17 +78,12 @@ def parquet_options(codec: str, rows: int = 0) -> ParquetOptions:
 
 def build_table(path: str, rows: int, update_rows: int, commits: int, codec: str) -> None:
     """ROWS rows in one base file, then COMMITS upserts of UPDATE_ROWS existing keys (one log file each)."""
-    writer = TableWriter.create(
+    writer = trips_writer(
         path,
-        name="bench",
         table_type="MERGE_ON_READ",
-        table_version=8,
-        schema=TRIPS_SCHEMA,
-        record_key_fields=("uuid",),
-        partition_fields=(),
-        ordering_field="ts",
+        partitioned=False,
         config=WriteConfig(parquet=parquet_options(codec, rows), log_format="avro"),
-        rng=random.Random(SEED),
+        seed=SEED,
     )
     gen = TripGenerator(SEED, 0)
     keys = gen.keys(rows)

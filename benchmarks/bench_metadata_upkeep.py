@@ -32,7 +32,6 @@ import cProfile
 import io
 import os
 import pstats
-import random
 import shutil
 import sys
 import tempfile
@@ -50,8 +49,8 @@ from hoodie.lock import FileSystemLock
 from hoodie.metadata_table import delete_metadata_table
 from hoodie.storage import Storage
 from hoodie.table import Table
-from hoodie.testing.generate import TRIPS_SCHEMA, TripGenerator
-from hoodie.testing.table_writer import TableWriter, WriteConfig
+from hoodie.testing.generate import TripGenerator, trips_writer
+from hoodie.testing.table_writer import WriteConfig
 from hoodie.write import service_commit
 from hoodie.write.base_file import ParquetOptions
 
@@ -67,17 +66,11 @@ PROFILE_LINES = 30
 def build_table(path: str, partitions: int, groups: int, rows: int, updates: int, indexes: list[str]) -> int:
     """The table of the module doc, its compaction scheduled; returns the compaction's operations."""
     options = ParquetOptions(max_file_bytes=rows * RECORD_SIZE_ESTIMATE)
-    writer = TableWriter.create(
+    writer = trips_writer(
         path,
-        name="bench",
         table_type="MERGE_ON_READ",
-        table_version=8,
-        schema=TRIPS_SCHEMA,
-        record_key_fields=("uuid",),
-        partition_fields=("city",),
-        ordering_field="ts",
         config=WriteConfig(parquet=options, record_size_estimate=RECORD_SIZE_ESTIMATE),
-        rng=random.Random(SEED),
+        seed=SEED,
     )
     gen = TripGenerator(SEED, 0)
     per_partition = groups * rows

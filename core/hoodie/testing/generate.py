@@ -124,21 +124,46 @@ class TripGenerator:
         return self._rng.choice(population, size=min(k, population), replace=False)
 
 
+def trips_writer(
+    path: str,
+    *,
+    table_type: Literal["COPY_ON_WRITE", "MERGE_ON_READ"],
+    seed: int,
+    name: str = "bench",
+    table_version: int = 8,
+    partitioned: bool = True,
+    hive_style: bool = False,
+    config: WriteConfig | None = None,
+) -> TableWriter:
+    """Create an empty table of :data:`TRIPS_SCHEMA` rows at ``path`` (record key ``uuid``, ordering field
+    ``ts``, partitioned by ``city`` unless ``partitioned`` is false) and return its writer, its file ids drawn
+    from ``seed``."""
+    return TableWriter.create(
+        path,
+        name=name,
+        table_type=table_type,
+        table_version=table_version,
+        schema=TRIPS_SCHEMA,
+        record_key_fields=("uuid",),
+        partition_fields=("city",) if partitioned else (),
+        ordering_field="ts",
+        hive_style=hive_style,
+        config=config,
+        rng=random.Random(seed),
+    )
+
+
 def generate_table(path: str, spec: GenerateSpec, config: WriteConfig | None = None) -> list[CommitResult]:
     """Create a table at ``path`` and write ``spec.commits`` commits to it; returns what each committed."""
-    partition_fields = ("city",) if spec.partitions > 0 else ()
-    writer = TableWriter.create(
+    writer = trips_writer(
         path,
         name=spec.name,
         table_type=spec.table_type,
         table_version=spec.table_version,
-        schema=TRIPS_SCHEMA,
-        record_key_fields=("uuid",),
-        partition_fields=partition_fields,
-        ordering_field="ts",
+        partitioned=spec.partitions > 0,
         hive_style=spec.hive_style,
         config=config or WriteConfig(log_format=spec.log_format),
-        rng=random.Random(spec.seed),
+        seed=spec.seed,
     )
     gen = TripGenerator(spec.seed, spec.partitions)
     live_keys = gen.keys(spec.rows)
