@@ -174,9 +174,13 @@ class Runner:
         if not control.cancelled and not control.retries:
             return  # nothing to act on (most tables, most polls)
         to_cancel: list[tuple[WorkItem, Note]] = []
+        again: list[WorkItem] = []  # cancelled at an earlier poll and still running
         with self._cond:
             for ident, item in self._running.items():
-                if item.table is not table or ident in self._operator_cancelled:
+                if item.table is not table:
+                    continue
+                if ident in self._operator_cancelled:
+                    again.append(item)
                     continue
                 note = control.is_cancelled(item.service, item.instant.time)
                 if note is not None:
@@ -210,6 +214,11 @@ class Runner:
                 group,
             )
             self._cancel_group(group)
+        # Spark cancels only the jobs of a group that are active: a cancel that came before the job's first
+        # Spark job (while it reads the plan) is lost, so the group is cancelled again at every poll until the
+        # job ends.
+        for item in again:
+            self._cancel_group(job_group(item.service, item.instant.time))
 
     def _backing_off(self, item: WorkItem, now: float) -> bool:
         attempts = self._attempts.get(item.ident)
