@@ -21,6 +21,11 @@ class JobFailed(HoodieError):
     """A table-service job definitely failed; its instant was rolled back and stays requested."""
 
 
+class JobCancelled(JobFailed):
+    """An operator cancelled the job (``hoodied ctl cancel``) before it committed: its work is dropped and its
+    instant rolled back to requested, as for a failed job."""
+
+
 class ForeignInstant(HoodieError):
     """An inflight instant that hoodied did not start, whose owner is not provably gone
     (:mod:`hoodied.ownership`): it is left alone."""
@@ -43,6 +48,7 @@ __all__ = [
     "ClaimLost",
     "CorruptData",
     "ForeignInstant",
+    "JobCancelled",
     "JobFailed",
     "ServiceError",
 ]

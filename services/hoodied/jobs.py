@@ -18,6 +18,12 @@ and a file they write after the rollback would be left behind. So a failed job's
 :func:`wait_for_group` waits until none of its tasks runs any more, up to :data:`TASK_STOP_TIMEOUT` seconds;
 only then is the attempt rolled back. Tasks that do not stop in time leave the instant inflight (nothing is
 rolled back under their feet): its next runner rolls it back once they are gone.
+
+An operator's cancel stops the job's Spark tasks (its group is cancelled), but Spark cancels only active
+jobs: a job that ran on the driver's threads, or whose last Spark job ended before the cancel came, would
+commit all the same. So the job asks ``cancelled`` once its tasks are done, right before it commits; a
+cancelled job is rolled back to requested instead (:class:`~hoodied.errors.JobCancelled`). A cancel that
+arrives once the commit began comes too late: the commit is atomic and completes.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from hoodie.table import Table
 from hoodie.table_service import Done, Fence, ServiceJob, TableService
 from hoodie.timeline.instant import Instant, State
 from hoodie.write.rollback import rollback_unfinished
-from hoodied.errors import CORRUPT_DATA_ERRORS, CorruptData, ForeignInstant, JobFailed
+from hoodied.errors import CORRUPT_DATA_ERRORS, CorruptData, ForeignInstant, JobCancelled, JobFailed
 from hoodied.executor_code import CodeStamp, check_code, code_stamp
 from hoodied.job_sizing import ExecutorShape, JobSize, SizingSettings, memory_warning, size_job
 from hoodied.ownership import NEVER, decide, forget_start, record_start
@@ -86,6 +92,7 @@ def run_service_job(
     sizing: SizingSettings | None = None,
     replica: str = "hoodied",
     foreign_after: float = NEVER,
+    cancelled: Callable[[], str | None] | None = None,
 ) -> JobRun:
     """Run ``service``'s pending instant at ``instant_time`` (default: the earliest) and commit it.
 
@@ -99,6 +106,9 @@ def run_service_job(
     an inflight instant that hoodied did not start is taken over only by the rule of
     :mod:`hoodied.ownership` (``foreign_after``: the table's ``takeover_foreign_after``), else
     :class:`~hoodied.errors.ForeignInstant` is raised and nothing is touched.
+
+    ``cancelled`` says who cancelled the job and why (``by <who> (<reason>)``; None: nobody); it is asked
+    when the tasks are done, and a cancelled job is rolled back instead of committed (see the module doc).
     """
     started = time.monotonic()
     settings = settings or {}
@@ -134,6 +144,9 @@ def run_service_job(
             results = _run_in_driver(job)
     except Exception as e:  # Py4JJavaError carries the Python traceback of the failed task
         _failed(e, spark if on_executors else None, storage, lock, job, fence, attempt)
+    why = cancelled() if cancelled is not None else None
+    if why is not None:
+        _abandon(job, storage, lock, fence, attempt, JobCancelled, f"cancelled {why} before its commit")
     done = job.commit(results, fence)
     forget_start(storage, job.service, done.instant.time)
     seconds = time.monotonic() - started
@@ -219,18 +232,40 @@ def _failed(
     reason = task_error(e)
     error = CorruptData if is_corrupt_data(e) else JobFailed
     logger.error("%s failed in a task: %s", what, reason)
-    if job.rollback_groups is None:
-        raise error(f"{what} failed (stays pending, re-runnable): {reason}") from e
-    if spark is not None and not wait_for_group(spark, job_group(job.service, T), TASK_STOP_TIMEOUT):
+    if job.rollback_groups is not None and (
+        spark is not None and not wait_for_group(spark, job_group(job.service, T), TASK_STOP_TIMEOUT)
+    ):
         raise JobFailed(
             f"{what} failed ({reason}); some of its tasks did not stop within {TASK_STOP_TIMEOUT:.0f} s, so "
             "it is left inflight for its next runner to roll back"
         ) from e
+    try:
+        _abandon(job, storage, lock, fence, attempt, error, f"failed: {reason}")
+    except JobFailed as abandoned:
+        raise abandoned from e
+
+
+def _abandon(
+    job: ServiceJob[Any, Any],
+    storage: Storage,
+    lock: LockProvider,
+    fence: Fence | None,
+    attempt: str | None,
+    error: type[JobFailed],
+    why: str,
+) -> None:
+    """Drop a job whose tasks no longer run, raising ``error``: its attempt is rolled back when its tasks
+    write files (the instant goes back to requested); jobs whose tasks write nothing stay pending as they
+    are."""
+    T = job.instant.time
+    what = f"{job.service} {T} of {storage.uri}"
+    if job.rollback_groups is None:
+        raise error(f"{what} {why} (stays pending, re-runnable)")
     if fence is not None:
         fence()
     rollback_unfinished(storage, lock, job.instant, job.rollback_groups)
     forget_start(storage, job.service, T, attempt)  # requested again: whoever starts it next records itself
-    raise error(f"{what} failed (rolled back to requested): {reason}") from e
+    raise error(f"{what} {why} (rolled back to requested)")
 
 
 def job_group(action: str, instant_time: str) -> str:

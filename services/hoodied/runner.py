@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from hoodie.errors import CommitConflict, Deferred, HoodieError, NothingToDo, WriteOutcomeUnknown
@@ -358,6 +359,7 @@ class Runner:
                 sizing=self.config.spark.sizing,
                 replica=self.config.replica,
                 foreign_after=table.settings.takeover_foreign_after,
+                cancelled=partial(self._cancelled_by_operator, item),
             )
         finally:
             if self.config.spark.fair_pools:
@@ -374,6 +376,12 @@ class Runner:
             done.bytes_written,
             done.files_deleted,
         )
+
+    def _cancelled_by_operator(self, item: WorkItem) -> str | None:
+        """Who cancelled ``item`` and why, when an operator did (asked by its job before it commits)."""
+        with self._cond:
+            note = self._operator_cancelled.get(item.ident)
+        return None if note is None else f"by {note.by} ({note.reason})"
 
     def _record(self, item: WorkItem, outcome: JobOutcome) -> None:
         table = item.table

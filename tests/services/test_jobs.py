@@ -15,13 +15,14 @@ from pyspark import cloudpickle
 from hoodie.compaction.execute import pending_compactions, prepare_compaction
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.lock import FileSystemLock, LockProvider
+from hoodie.registry import service_named
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.table_service import Done, Fence, Scheduled, ServiceJob, TableService
 from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.instant import ROLLBACK, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
-from hoodied.errors import JobFailed
+from hoodied.errors import JobCancelled, JobFailed
 from hoodied.jobs import run_service_job, task_error
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -93,6 +94,39 @@ def test_the_rollback_of_a_failed_job_waits_for_its_other_tasks(tmp_path: Path, 
     assert table.timeline.get(T).state is State.REQUESTED  # type: ignore[union-attr]
     rollbacks = [i for i in table.timeline.completed() if i.action == ROLLBACK]
     assert len(rollbacks) == 1
+
+
+def test_a_job_cancelled_after_its_tasks_is_rolled_back_not_committed(tmp_path: Path) -> None:
+    """Spark cancels only a group's active jobs: a cancel that comes once the tasks are done (or a job run on
+    the driver's threads) is caught right before the commit, and the instant goes back to requested."""
+    root = tmp_path / "t"
+    generate_table(str(root), GenerateSpec(table_version=8, rows=200, commits=3, partitions=1, seed=9))
+    storage = Storage.for_uri(str(root))
+    lock = FileSystemLock(storage)
+    scheduled = schedule_compaction(storage, lock).instant
+    assert scheduled is not None
+    T = scheduled.time
+    rows_before = Table.open(str(root)).read().num_rows
+    asked: list[str] = []
+
+    def cancelled() -> str | None:
+        asked.append(T)
+        return "by carol (too slow)"
+
+    compaction = service_named("compaction")
+    with pytest.raises(JobCancelled, match=r"cancelled by carol \(too slow\) before its commit.*rolled back"):
+        run_service_job(None, compaction, storage, lock, cancelled=cancelled)
+    assert asked == [T]  # once, when the tasks were done
+    table = Table.open(str(root))
+    assert table.timeline.get(T).state is State.REQUESTED  # type: ignore[union-attr]
+    assert [p for p in root.rglob(f"*_{T}.parquet")] == []  # the tasks' files are rolled back
+    assert len([i for i in table.timeline.completed() if i.action == ROLLBACK]) == 1
+    # Nothing was lost, and the retry (nobody cancels it now) completes.
+    assert table.read().num_rows == rows_before
+    run_service_job(None, compaction, storage, lock, cancelled=lambda: None)
+    after = Table.open(str(root))
+    assert after.timeline.get(T).is_completed  # type: ignore[union-attr]
+    assert after.read().num_rows == rows_before
 
 
 def test_task_error_is_the_exception_line_of_the_last_traceback() -> None:
