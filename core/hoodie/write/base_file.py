@@ -244,6 +244,17 @@ def _constant_strings(value: str, n: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, pa.string()), n)
 
 
+#: The Arrow type of a constant string column as :func:`write_base_file_chunks` writes it.
+_CONSTANT_TYPE = pa.dictionary(pa.int32(), pa.string())
+
+
+def _constant_dictionary(value: str, n: int) -> pa.DictionaryArray:
+    """``value`` ``n`` times as a dictionary array (one string, ``n`` zero indices): Parquet writes it byte
+    for byte as it writes the plain column, dictionary encoding on or off (``tests/core/write`` checks it),
+    and it takes 4 bytes a row instead of the string's length (a file name: about 80)."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string()))
+
+
 def add_meta_columns(
     data: pa.Table,
     *,
@@ -460,8 +471,12 @@ def write_base_file_chunks(
     for writers that must not hold a key per row of the file.
     """
     writer_schema = with_meta_fields(avro_schema) if populate_meta_fields else avro_schema
-    arrow_schema = avro_to_arrow_schema(writer_schema)
     constants = dict(constants or {})
+    arrow_schema = avro_to_arrow_schema(writer_schema)
+    for name in constants:  # a dictionary column of one value each (the bytes written are the same)
+        i = arrow_schema.get_field_index(name)
+        if i >= 0 and pa.types.is_string(arrow_schema.field(i).type):
+            arrow_schema = arrow_schema.set(i, arrow_schema.field(i).with_type(_CONSTANT_TYPE))
     footer = _KeyFooter(options, populate_meta_fields and options.bloom_filter_enabled)
     keys: list[pa.Array] = []
 
@@ -470,7 +485,7 @@ def write_base_file_chunks(
             for name, value in constants.items():
                 if name in chunk.column_names:
                     chunk = chunk.drop_columns([name])
-                chunk = chunk.append_column(name, _constant_strings(value, chunk.num_rows))
+                chunk = chunk.append_column(name, _constant_dictionary(value, chunk.num_rows))
             chunk = _conform(chunk, arrow_schema)
             if RECORD_KEY in chunk.column_names:
                 chunk_keys = chunk.column(RECORD_KEY).combine_chunks()

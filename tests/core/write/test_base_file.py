@@ -29,6 +29,7 @@ from hoodie.write.base_file import (
     add_meta_columns,
     with_meta_fields,
     write_base_file,
+    write_base_file_chunks,
 )
 
 COMMIT = "20250102030405678"
@@ -81,6 +82,36 @@ def write(storage: Storage, tmp_path: Path) -> Callable[..., tuple[BaseFileStats
         return stats, pq.ParquetFile(tmp_path / path)
 
     return go
+
+
+@pytest.mark.parametrize("dictionary", [True, False])
+@pytest.mark.parametrize("codec", ["gzip", "snappy"])
+def test_a_constant_column_writes_the_bytes_of_the_plain_one(
+    storage: Storage, tmp_path: Path, dictionary: bool, codec: str
+) -> None:
+    """``constants`` are held as one-value dictionary columns (4 bytes a row, not the string's length); the
+    file is byte for byte the one written from the materialized column."""
+    keys = [f"k-{i:06d}" for i in range(30_000)]
+    chunks = [with_meta(trips(keys[:20_000])), with_meta(trips(keys[20_000:]))]
+    options = ParquetOptions(compression=codec, dictionary_enabled=dictionary)
+    files = []
+    for name, pieces, constants in (
+        ("plain.parquet", chunks, None),
+        (
+            "constant.parquet",
+            [c.drop_columns(["_hoodie_file_name"]) for c in chunks],
+            {"_hoodie_file_name": NAME},
+        ),
+    ):
+        write_base_file_chunks(
+            storage, name, pieces, avro_schema=json.dumps(TRIP_SCHEMA), options=options, constants=constants
+        )
+        files.append((tmp_path / name).read_bytes())
+    assert files[0] == files[1]
+    assert (
+        pq.read_table(tmp_path / "constant.parquet").column("_hoodie_file_name").to_pylist()
+        == [NAME] * 30_000
+    )
 
 
 # -- footers -----------------------------------------------------------------------------------------------
