@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -92,6 +92,8 @@ META_COLUMNS = (
 )
 COMMIT_TIME_COLUMN = "_hoodie_commit_time"
 RECORD_KEY = "_hoodie_record_key"
+#: Bytes of base-file rows a streaming merge (:meth:`Table.stream_file_slice`) decodes at a time.
+MERGE_BATCH_BYTES: Final = 16 << 20
 
 # Filters as hudi-rs takes them: (column, operator, value-as-text).
 Filter = tuple[str, str, Any]
@@ -427,8 +429,9 @@ class Table:
         records of one row group (updated in place, deleted ones gone), the last one the log's new keys.
 
         The records and their order are those of :meth:`merge_file_slice`: a record's versions all meet in
-        the chunk of the row group holding its key's first row, so the log is cut per row group by key. Only
-        the log and one row group are held at a time (a repeated key merges in its first).
+        the chunk of the row group holding its key's first row, so the log is cut per row group by key (and
+        within it per batch of :data:`MERGE_BATCH_BYTES` read). Only the log and one row group's merged
+        records are held at a time (a repeated key merges in its first).
         ``strict`` as for :meth:`read_file_slice`."""
         include = self._visible_instant(as_of)
         rules = self._rules()
@@ -482,24 +485,33 @@ class Table:
         seen = np.zeros(int(bounds[-1]), dtype=np.bool_)
 
         for group in base.row_groups() if base is not None else ():
-            keys = record_keys(group, rules.key_fields)
-            if strict:
-                stream.ledger.base(self.record_keys_of(group), live_rows(group))
-            parts = []
-            if all_keys is not None and len(all_keys):
-                # A log version meets the first base row of its key only (a key may repeat in the base
-                # file, across row groups): versions an earlier row group took are not applied again.
-                hit = pc.is_in(all_keys, value_set=keys).to_numpy(zero_copy_only=False) & ~seen
-                if hit.any():
-                    seen |= hit
-                    # Base records the log names: the distinct log keys found in this row group.
-                    stream.base_updated += int(pc.count_distinct(all_keys.filter(pa.array(hit))).as_py() or 0)
-                    for j, step in enumerate(steps):
-                        part = hit[bounds[j] : bounds[j + 1]]
-                        if part.any():
-                            parts.append(_restrict(step, part))
-            out = _merge(group, parts, rules) if parts else drop_deleted_rows(group)
-            del group, keys, parts  # not held while the consumer encodes ``out``
+            merged: list[pa.Table] = []
+            for batch in group:
+                keys = record_keys(batch, rules.key_fields)
+                if strict:
+                    stream.ledger.base(self.record_keys_of(batch), live_rows(batch))
+                parts = []
+                if all_keys is not None and len(all_keys):
+                    # A log version meets the first base row of its key only (a key may repeat in the base
+                    # file, across batches and row groups): versions an earlier batch took are not applied
+                    # again.
+                    hit = pc.is_in(all_keys, value_set=keys).to_numpy(zero_copy_only=False) & ~seen
+                    if hit.any():
+                        seen |= hit
+                        # Base records the log names: the distinct log keys found in this batch.
+                        stream.base_updated += int(
+                            pc.count_distinct(all_keys.filter(pa.array(hit))).as_py() or 0
+                        )
+                        for j, step in enumerate(steps):
+                            part = hit[bounds[j] : bounds[j + 1]]
+                            if part.any():
+                                parts.append(_restrict(step, part))
+                merged.append(_merge(batch, parts, rules) if parts else drop_deleted_rows(batch))
+                del batch, keys, parts  # the next batch is decoded without this one
+            if not merged:
+                continue
+            out = merged[0] if len(merged) == 1 else pa.concat_tables(merged, promote_options="permissive")
+            del merged  # not held while the consumer encodes ``out``
             stream.base_kept += out.num_rows
             yield out
         rest = [
@@ -816,7 +828,9 @@ class SliceStream:
 
 
 class _RowGroups:
-    """A base file read a row group at a time (conformed to ``schema``)."""
+    """A base file read a row group at a time, each in batches of about :data:`MERGE_BATCH_BYTES` (conformed
+    to ``schema``): decoding a row group whole costs about twice its Arrow size at once (the pages'
+    decompressed bytes beside the arrays), a batch a fraction of that."""
 
     def __init__(self, storage: Storage, path: str, schema: pa.Schema | None) -> None:
         self.path = path
@@ -827,18 +841,34 @@ class _RowGroups:
         except (OSError, pa.ArrowException) as e:
             raise CorruptBaseFile(f"cannot read base file {path}: {e}") from e
         self.num_rows = self._parquet.metadata.num_rows
+        self._row_bytes: float | None = None  # Arrow bytes a row, from the last batch read
 
-    def _read(self, i: int) -> pa.Table:
-        try:
-            group = self._parquet.read_row_group(i)
-        except (OSError, pa.ArrowException) as e:
-            raise CorruptBaseFile(f"cannot read row group {i} of {self.path}: {e}") from e
-        return conform_table(group, self.schema, source=self.path) if self.schema is not None else group
+    def _batches(self, i: int) -> Iterator[pa.Table]:
+        if self._row_bytes is None:
+            # Before any batch is read, the row group's size as stored uncompressed stands in for its Arrow
+            # size (close for plain-encoded columns, below it for dictionary-encoded ones).
+            meta = self._parquet.metadata.row_group(i)
+            rows = int(meta.num_rows * MERGE_BATCH_BYTES / max(1, meta.total_byte_size))
+        else:
+            rows = int(MERGE_BATCH_BYTES / self._row_bytes)
+        batches = self._parquet.iter_batches(batch_size=max(1024, rows), row_groups=[i], use_threads=True)
+        while True:
+            try:
+                batch = next(batches, None)
+            except (OSError, pa.ArrowException) as e:
+                raise CorruptBaseFile(f"cannot read row group {i} of {self.path}: {e}") from e
+            if batch is None:
+                return
+            if batch.num_rows:
+                self._row_bytes = batch.nbytes / batch.num_rows
+            table = pa.Table.from_batches([batch])
+            yield conform_table(table, self.schema, source=self.path) if self.schema is not None else table
 
-    def row_groups(self) -> Iterator[pa.Table]:
+    def row_groups(self) -> Iterator[Iterator[pa.Table]]:
+        """Each row group's batches, in order (a row group's batches are read as they are asked for)."""
         try:
             for i in range(self._parquet.num_row_groups):
-                yield self._read(i)
+                yield self._batches(i)
         finally:
             self.close()
 

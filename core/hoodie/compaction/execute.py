@@ -40,6 +40,7 @@ from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroupId, FileSlice
 from hoodie.lock import LockProvider
 from hoodie.log.log_file import LogFile
+from hoodie.memory import return_freed_arrow_memory
 from hoodie.read.conform import conform_table
 from hoodie.storage import Storage, StorageRef
 from hoodie.table import Table
@@ -55,7 +56,7 @@ from hoodie.timeline.metadata import (
     encode_commit_metadata,
 )
 from hoodie.timeline.writer import TimelineWriter
-from hoodie.write.base_file import ParquetOptions, prefetched, write_base_file_chunks
+from hoodie.write.base_file import ParquetOptions, write_base_file_chunks
 from hoodie.write.markers import Markers, sweep_completed
 from hoodie.write.rollback import RollbackResult
 from hoodie.write.service_commit import (
@@ -206,7 +207,8 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
     # A task attempt that outlived its job (rolled back meanwhile) must write nothing.
     check_still_inflight(storage, table, "compaction", T, COMPACTION, ())
     file_slice = _slice_of(storage, op)
-    # One base-file row group at a time: it is read and merged on a thread while the previous one is encoded.
+    return_freed_arrow_memory()
+    # One base-file row group at a time: the writer merges the next one on a thread while it encodes this one.
     merge = table.stream_file_slice(file_slice, as_of=T, strict=True)
     schema = table.read_schema()
 
@@ -225,12 +227,13 @@ def run_compaction_task(task: CompactionTask, write_token: str) -> TaskResult:
     written, _ = write_base_file_chunks(
         storage,
         path,
-        prefetched(chunks()),
+        chunks(),
         avro_schema=task.writer_schema,
         options=task.parquet,
         populate_meta_fields=cfg.populate_meta_fields,
         key_fields=cfg.record_key_fields,
         constants={FILE_NAME: name} if cfg.populate_meta_fields else None,
+        keep_keys=False,  # the ledger holds the keys written
     )
     rows = written.num_rows
     lost_or_invented = merge.ledger.problems()
