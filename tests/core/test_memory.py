@@ -1,7 +1,9 @@
-"""hoodie.memory: freed C-heap pages go back to the operating system where the C library can."""
+"""hoodie.memory: freed C-heap pages go back to the operating system where the C library can; rewriting
+tasks make Arrow's pool one that hands freed pages back soon."""
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -52,3 +54,41 @@ def test_freed_heap_blocks_leave_the_resident_set() -> None:
     ).stdout
     before, after = (int(v) for v in out.split())
     assert before - after > 64 << 10, (before, after)  # most of the 128 MiB is handed back
+
+
+_POOL_SCENARIO = textwrap.dedent(
+    """
+    import os
+    import pyarrow as pa
+    from hoodie.memory import return_freed_arrow_memory
+
+    before = pa.default_memory_pool().backend_name
+    changed = return_freed_arrow_memory()
+    pool = pa.default_memory_pool()
+    print(before, changed, pool.backend_name, return_freed_arrow_memory())
+    """
+)
+
+
+def _pool_scenario(env: dict[str, str]) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", _POOL_SCENARIO],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    ).stdout
+    return out.split()
+
+
+def test_rewriting_tasks_make_arrows_pool_jemallocs() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    _, changed, after, again = _pool_scenario(env)
+    assert (changed, after, again) == ("True", "jemalloc", "True")  # once per process, then cached
+
+
+def test_an_operators_pool_choice_stands() -> None:
+    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system"}
+    before, changed, after, _ = _pool_scenario(env)
+    assert (before, changed, after) == ("system", "False", "system")
