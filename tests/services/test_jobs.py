@@ -74,14 +74,19 @@ class Stragglers(TableService):
         return ServiceJob(self.name, prepared.instant, tasks, straggler_tasks.run, commit, groups)
 
 
-def test_the_rollback_of_a_failed_job_waits_for_its_other_tasks(tmp_path: Path, spark: Any) -> None:
-    root = tmp_path / "t"
-    generate_table(str(root), GenerateSpec(table_version=8, rows=200, commits=2, partitions=1, seed=9))
+def scheduled_compaction(root: Path, commits: int) -> tuple[Storage, FileSystemLock, str]:
+    """A small MOR table at ``root`` with a compaction scheduled: its storage, lock and instant time."""
+    generate_table(str(root), GenerateSpec(table_version=8, rows=200, commits=commits, partitions=1, seed=9))
     storage = Storage.for_uri(str(root))
     lock = FileSystemLock(storage)
     scheduled = schedule_compaction(storage, lock).instant
     assert scheduled is not None
-    T = scheduled.time
+    return storage, lock, scheduled.time
+
+
+def test_the_rollback_of_a_failed_job_waits_for_its_other_tasks(tmp_path: Path, spark: Any) -> None:
+    root = tmp_path / "t"
+    storage, lock, T = scheduled_compaction(root, commits=2)
     with pytest.raises(JobFailed, match="rolled back to requested"):
         run_service_job(spark, Stragglers(), storage, lock)
     # The straggler wrote its file 1 s in, after the job had failed; the rollback waited for it to stop (Spark
@@ -100,12 +105,7 @@ def test_a_job_cancelled_after_its_tasks_is_rolled_back_not_committed(tmp_path: 
     """Spark cancels only a group's active jobs: a cancel that comes once the tasks are done (or a job run on
     the driver's threads) is caught right before the commit, and the instant goes back to requested."""
     root = tmp_path / "t"
-    generate_table(str(root), GenerateSpec(table_version=8, rows=200, commits=3, partitions=1, seed=9))
-    storage = Storage.for_uri(str(root))
-    lock = FileSystemLock(storage)
-    scheduled = schedule_compaction(storage, lock).instant
-    assert scheduled is not None
-    T = scheduled.time
+    storage, lock, T = scheduled_compaction(root, commits=3)
     rows_before = Table.open(str(root)).read().num_rows
     asked: list[str] = []
 
