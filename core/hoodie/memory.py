@@ -59,7 +59,7 @@ def release_freed_heap() -> bool:
 @functools.cache
 def return_freed_arrow_memory() -> bool:
     """Make Arrow's default memory pool return freed pages to the operating system within
-    :data:`ARROW_DECAY_MS` (jemalloc's, with that decay), for the rest of the process: rewriting tasks call
+    :data:`ARROW_DECAY_MS` (jemalloc's, with that decay), for the rest of the process: compaction tasks call
     it first. True when it did; False when this pyarrow has no jemalloc, or ``ARROW_DEFAULT_MEMORY_POOL``
     chose a pool (the operator's choice stands)."""
     if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):

@@ -1,4 +1,4 @@
-"""hoodie.memory: freed C-heap pages go back to the operating system where the C library can; rewriting
+"""hoodie.memory: freed C-heap pages go back to the operating system where the C library can; compaction
 tasks make Arrow's pool one that hands freed pages back soon."""
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def _pool_scenario(env: dict[str, str]) -> list[str]:
     return out.split()
 
 
-def test_rewriting_tasks_make_arrows_pool_jemallocs() -> None:
+def test_compaction_tasks_make_arrows_pool_jemallocs() -> None:
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     _, changed, after, again = _pool_scenario(env)
     assert (changed, after, again) == ("True", "jemalloc", "True")  # once per process, then cached
