@@ -232,17 +232,16 @@ def _failed(
     reason = task_error(e)
     error = CorruptData if is_corrupt_data(e) else JobFailed
     logger.error("%s failed in a task: %s", what, reason)
-    if job.rollback_groups is not None and (
-        spark is not None and not wait_for_group(spark, job_group(job.service, T), TASK_STOP_TIMEOUT)
+    if (
+        job.rollback_groups is not None  # only a rollback needs the other tasks stopped first
+        and spark is not None
+        and not wait_for_group(spark, job_group(job.service, T), TASK_STOP_TIMEOUT)
     ):
         raise JobFailed(
             f"{what} failed ({reason}); some of its tasks did not stop within {TASK_STOP_TIMEOUT:.0f} s, so "
             "it is left inflight for its next runner to roll back"
         ) from e
-    try:
-        _abandon(job, storage, lock, fence, attempt, error, f"failed: {reason}")
-    except JobFailed as abandoned:
-        raise abandoned from e
+    _abandon(job, storage, lock, fence, attempt, error, f"failed: {reason}", cause=e)
 
 
 def _abandon(
@@ -253,19 +252,20 @@ def _abandon(
     attempt: str | None,
     error: type[JobFailed],
     why: str,
+    cause: BaseException | None = None,
 ) -> None:
-    """Drop a job whose tasks no longer run, raising ``error``: its attempt is rolled back when its tasks
-    write files (the instant goes back to requested); jobs whose tasks write nothing stay pending as they
-    are."""
+    """Drop a job whose tasks no longer run, raising ``error`` (from ``cause``): its attempt is rolled back
+    when its tasks write files (the instant goes back to requested); jobs whose tasks write nothing stay
+    pending as they are."""
     T = job.instant.time
     what = f"{job.service} {T} of {storage.uri}"
     if job.rollback_groups is None:
-        raise error(f"{what} {why} (stays pending, re-runnable)")
+        raise error(f"{what} {why} (stays pending, re-runnable)") from cause
     if fence is not None:
         fence()
     rollback_unfinished(storage, lock, job.instant, job.rollback_groups)
     forget_start(storage, job.service, T, attempt)  # requested again: whoever starts it next records itself
-    raise error(f"{what} {why} (rolled back to requested)")
+    raise error(f"{what} {why} (rolled back to requested)") from cause
 
 
 def job_group(action: str, instant_time: str) -> str:
