@@ -29,6 +29,8 @@ from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Final, TextIO
 
+from hoodie.storage.redact import RedactUris
+
 #: Third-party loggers that say too much at INFO, and the level :func:`setup_logging` gives them.
 NOISY_LOGGERS: Final[Mapping[str, int]] = MappingProxyType(
     {"kazoo.client": logging.WARNING, "py4j": logging.WARNING, "apscheduler": logging.WARNING}
@@ -179,6 +181,7 @@ def setup_logging(
     handler = _HoodiedHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(formatter)
     handler.addFilter(ContextFilter())
+    handler.addFilter(RedactUris())  # credentials inside URIs (s3://KEY:SECRET@bucket) never reach a log
     root = logging.getLogger()
     with _setup_lock:
         for old in [h for h in root.handlers if isinstance(h, _HoodiedHandler)]:

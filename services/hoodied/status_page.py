@@ -14,8 +14,11 @@ The page, top to bottom:
   errors, and the :data:`HISTORY_LIMIT` most recent runs.
 
 Every value from the mapping is escaped: table names, URIs, errors and reasons come from configuration and
-from storage. Keys may be missing and values may be of an unexpected type; the page shows what is there and
-leaves out the rest. The page refreshes itself every :data:`REFRESH_SECONDS` seconds.
+from storage. Every URI in a value is shown redacted (:func:`hoodie.storage.redact.redact_uris`:
+``s3://***@bucket/t``), whoever passes the mapping: credentials an operator wrote into a table's URI, or that
+an error message quotes, never reach the page. Keys may be missing and values may be of an unexpected type;
+the page shows what is there and leaves out the rest. The page refreshes itself every
+:data:`REFRESH_SECONDS` seconds.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
+
+from hoodie.storage.redact import redact_uris
 
 #: Tables in the overview (and with a detail section): the most urgent ones.
 OVERVIEW_LIMIT = 200
@@ -96,7 +101,7 @@ dl.next dd{margin:0}
 
 
 def _esc(value: object) -> str:
-    return escape(str(value), quote=True)
+    return escape(redact_uris(str(value)), quote=True)
 
 
 def _number(value: object) -> float | None:

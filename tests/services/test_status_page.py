@@ -269,6 +269,34 @@ def test_every_value_is_escaped() -> None:
     assert "Traceback &lt;module&gt; &amp; &#x27;quotes&#x27; &quot;double&quot;" in page
 
 
+def test_credentials_in_uris_never_reach_the_page() -> None:
+    """Whoever renders the page, a URI with credentials in it (the table's, one an error or a note quotes) is
+    shown redacted."""
+    status: dict[str, object] = {
+        "tables": {
+            "orders": {
+                "uri": "s3://AKIAEXAMPLE:wJalr/K7MDENG@lake/orders",
+                "last_error": "cannot list 'gs://svc:PASSWORD@bucket/orders/.hoodie': 403",
+                "control": {"state": "paused", "by": "alice", "reason": "moved to s3://K2:S2@other/orders"},
+                "history": [
+                    {
+                        "service": "clean",
+                        "outcome": "failed",
+                        "error": "GET abfss://c@a/t?sig=SIGNATURE failed",
+                    }
+                ],
+            }
+        }
+    }
+    page = render_status_page(status)
+    parse(page)
+    for secret in ("AKIAEXAMPLE", "wJalr", "K7MDENG", "PASSWORD", "K2:S2", "SIGNATURE"):
+        assert secret not in page
+    assert "<code>s3://***@lake/orders</code>" in page
+    assert "gs://***@bucket/orders/.hoodie" in page
+    assert "abfss://c@a/t?sig=***" in page
+
+
 def test_missing_keys_and_odd_values() -> None:
     parse(render_status_page({}))
     page = render_status_page(
