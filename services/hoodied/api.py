@@ -18,7 +18,23 @@ POST     ``/api/v1/tables/<table>/<command>``        pause, resume, drain, trigg
 =======  ==========================================  ====================================================
 
 Errors are JSON ``{"error": "..."}`` with 400 (a bad command), 401, 403, 404 (no such table or path), 409
-(cancel of an instant that is not pending) or 500.
+(cancel of an instant that is not pending), 503 (the pending instants cannot be read) or 500.
+
+Rules a caller cannot get around:
+
+- **A token file that cannot be used refuses changes** (403, logged): missing, unreadable, empty or not UTF-8
+  text. An error reading the secret is never a 500 and never lets a change through.
+- **A command's fields are text of one line**: ``by``, ``reason``, ``service`` and ``instant`` are strings
+  without control characters (a newline, a carriage return, an escape sequence; nor Unicode's line and
+  paragraph separators and invisible format characters): anything else is 400 and changes nothing. They are
+  written to the log and the table's history as given, so a field must not be able to start a forged line
+  there (``reason: "ok\nERROR hoodied ... table dropped"``).
+- **A cancel names a service the table runs and one of its pending instants**: an unknown service is 400, an
+  instant that is not pending 409; before the table's first poll its pending instants are read from the
+  table, so the check never lapses.
+- **Credentials inside URIs are never served**: every answer shows table URIs, and error messages quoting
+  them, redacted (``s3://***@bucket/t``): JSON through :func:`hoodie.storage.redact.dumps_redacted`, the page
+  by :mod:`hoodied.status_page` itself.
 """
 
 from __future__ import annotations
@@ -26,12 +42,14 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from urllib.parse import parse_qs, unquote
 
-from hoodied.commands import check_command, issue
+from hoodie.storage.redact import dumps_redacted
+from hoodied.commands import check_command, issue, pending_times
 from hoodied.control import Command, ControlError, ControlStore, NotPending, read_token
 from hoodied.history import read_history
 from hoodied.metrics import Metrics
@@ -43,6 +61,12 @@ logger = logging.getLogger(__name__)
 JSON = "application/json"
 HTML = "text/html; charset=utf-8"
 
+#: The fields of a command's body, each a string of one line (or absent).
+FIELDS = ("by", "reason", "service", "instant")
+#: Unicode categories a field may not hold: control characters (``\n``, ``\r``, ``\x1b``...), invisible
+#: format characters (bidirectional overrides reorder a line as shown), line and paragraph separators.
+_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -53,7 +77,9 @@ class Reply:
 
 
 def _json(status: HTTPStatus, value: object, headers: Mapping[str, str] | None = None) -> Reply:
-    return Reply(status, JSON, json.dumps(value, default=str, indent=2, sort_keys=True).encode(), headers)
+    """A JSON answer; every string in it redacted (table URIs, error messages quoting them)."""
+    body = dumps_redacted(value, indent=2, sort_keys=True)
+    return Reply(status, JSON, body.encode(), headers)
 
 
 def _error(status: HTTPStatus, message: str, headers: Mapping[str, str] | None = None) -> Reply:
@@ -87,7 +113,8 @@ class Api:
 
     def get(self, path: str, query: str) -> Reply:
         if path == "/":
-            return Reply(HTTPStatus.OK, HTML, render_status_page(self._page_status()).encode("utf-8"))
+            page = render_status_page(self._page_status())  # which redacts every value it shows
+            return Reply(HTTPStatus.OK, HTML, page.encode("utf-8"))
         parts = [unquote(p) for p in path.removeprefix("/api/v1").strip("/").split("/") if p]
         if parts == ["status"]:
             return _json(HTTPStatus.OK, self._status())
@@ -117,7 +144,7 @@ class Api:
             return _error(HTTPStatus.NOT_FOUND, f"no such path: {path}")
         refused = self._authorize(headers)
         if refused is not None:
-            logger.warning("refused POST %s from %s: %s", path, client, refused.status.phrase)
+            logger.warning("refused POST %r from %s: %s", path, client, refused.status.phrase)
             return refused
         table = self._table(parts[1])
         if table is None:
@@ -126,19 +153,28 @@ class Api:
             raw = json.loads(body) if body.strip() else {}
             if not isinstance(raw, Mapping):
                 raise ValueError("the body must be a JSON object")
+            fields = {name: _field(raw, name) for name in FIELDS}
             command = Command(
                 command=parts[2],
-                by=str(raw.get("by") or f"api@{client}"),
-                reason=str(raw.get("reason") or ""),
-                service=str(raw["service"]) if raw.get("service") else None,
-                instant=str(raw["instant"]) if raw.get("instant") else None,
+                by=fields["by"] or f"api@{client}",
+                reason=fields["reason"] or "",
+                service=fields["service"],
+                instant=fields["instant"],
             )
-            # As of the last poll; before a table's first poll its pending instants are not known yet.
-            pending = {s: [i.time for i in v] for s, v in table.pending.items()}
-            check_command(table, command, pending if command.service in pending else None)
+        except (ValueError, ControlError) as e:
+            return _error(HTTPStatus.BAD_REQUEST, str(e))
+        try:
+            pending = self._pending(table) if command.command == "cancel" else None
+        except Exception as e:
+            logger.warning("cannot read the pending instants of table %s: %s", table.name, e)
+            return _error(
+                HTTPStatus.SERVICE_UNAVAILABLE, f"cannot read the pending instants of {table.name}: {e}"
+            )
+        try:
+            check_command(table, command, pending)
         except NotPending as e:
             return _error(HTTPStatus.CONFLICT, str(e))
-        except (ValueError, ControlError) as e:
+        except ControlError as e:
             return _error(HTTPStatus.BAD_REQUEST, str(e))
         if self._store is None:
             return _error(HTTPStatus.INTERNAL_SERVER_ERROR, "this daemon has no control store")
@@ -154,7 +190,14 @@ class Api:
         )
 
     def _authorize(self, headers: Mapping[str, str]) -> Reply | None:
-        expected = read_token(self._token_file)
+        """None when ``headers`` carry the admin token; else the refusal (see the module docstring)."""
+        try:
+            expected = read_token(self._token_file)
+        except ValueError as e:  # not UTF-8 text (UnicodeDecodeError), a path with a NUL byte
+            logger.error(
+                "cannot read the admin token file %r: %s; mutating calls are refused", self._token_file, e
+            )
+            expected = None
         if expected is None:
             return _error(
                 HTTPStatus.FORBIDDEN,
@@ -198,6 +241,28 @@ class Api:
 
     def _table(self, name: str) -> WatchedTable | None:
         return next((t for t in self._tables() if t.name == name), None)
+
+    @staticmethod
+    def _pending(table: WatchedTable) -> dict[str, list[str]]:
+        """Per service, the instants pending on ``table``: as of the last poll (which lists every service
+        with instants), or read from the table before its first poll."""
+        if table.pending:
+            return {s: [i.time for i in v] for s, v in table.pending.items()}
+        return pending_times(table)
+
+
+def _field(body: Mapping[str, object], name: str) -> str | None:
+    """The body's field ``name``: None when absent or empty, else a string of one line (ValueError
+    otherwise, naming the field and the character)."""
+    value = body.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, not {type(value).__name__}")
+    bad = next((c for c in value if unicodedata.category(c) in _FORBIDDEN_CATEGORIES), None)
+    if bad is not None:
+        raise ValueError(f"{name} must be one line of text: it holds the control character U+{ord(bad):04X}")
+    return value
 
 
 def _limit(query: str) -> int | None:

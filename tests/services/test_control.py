@@ -1,15 +1,19 @@
 """The control plane's parts on their own: commands on a control document, both stores (files, and a real
-ZooKeeper), the history, the backlog of real generated tables, the API's authorization over HTTP, and the
+ZooKeeper), the history, the backlog of real generated tables, the API over HTTP (its authorization, an
+unusable token file, fields that would forge log lines, the checks of a cancel, credentials in URIs), and the
 order in which work is taken by urgency (20 tables, two workers, real Spark)."""
 
 from __future__ import annotations
 
 import json
+import logging
 import textwrap
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -277,6 +281,160 @@ def test_api_refuses_changes_without_the_token_and_changes_nothing(tmp_path: Pat
         token_file.unlink()  # no token: changes are refused, reads go on
         assert _request(f"{url}/resume", "POST", {}, token="s3cret")[0] == 403
         assert _request(url)[0] == 200
+
+
+@contextmanager
+def _api_server(
+    tmp_path: Path, token: bytes | None = b"s3cret\n", uri: str | None = None, commits: int = 1
+) -> Iterator[tuple[str, WatchedTable, FileControlStore]]:
+    """A served API over one generated table ``orders``: the tables' URL, the table, the control store.
+    ``token``: the token file's bytes (None: a folder where the file should be); ``uri``: the table's URI as
+    the status shows it (default its path)."""
+    root = tmp_path / "orders"
+    generate_table(str(root), GenerateSpec(table_version=8, rows=20, commits=commits, partitions=1, seed=1))
+    token_file = tmp_path / "token"
+    if token is None:
+        token_file.mkdir()
+    else:
+        token_file.write_bytes(token)
+    store = FileControlStore(tmp_path / "state")
+    table = WatchedTable(
+        str(root),
+        "orders",
+        DaemonConfig.parse(f"tables: [{root}]").tables[0].settings,
+        Storage.for_uri(str(root)),
+    )
+    metrics = Metrics()
+    shown = uri or str(root)
+    api = Api(
+        replica="r0",
+        status=lambda: {
+            "replica": "r0",
+            "tables": {"orders": {"uri": shown, "last_error": f"cannot list {shown!r}: timed out"}},
+        },
+        tables=lambda: [table],
+        store=store,
+        token_file=str(token_file),
+        metrics=metrics,
+        history_keep=10,
+    )
+    with HealthServer(metrics, Heartbeats(time.time()), 1.0, api=api) as server:
+        yield f"{server.url}/api/v1/tables/orders", table, store
+
+
+@pytest.mark.parametrize(
+    "token", [pytest.param(b"\xff\xfe s3cret", id="not-utf8"), pytest.param(None, id="unreadable-a-folder")]
+)
+def test_an_unusable_token_file_refuses_changes(tmp_path: Path, token: bytes | None) -> None:
+    """A token file that is not UTF-8 text, or cannot be read, is a refusal (403), never a 500, whatever
+    token the caller sends; nothing changes."""
+    with _api_server(tmp_path, token=token) as (url, table, store):
+        for given in (None, "s3cret", "\xff\xfe s3cret"):
+            status, body = _request(f"{url}/pause", "POST", {"reason": "x"}, token=given)
+            assert status == 403, body
+            assert "changes are disabled" in str(body["error"])
+        assert store.read_all() == {}
+        assert read_history(table.storage) == []
+        assert _request(url)[0] == 200  # reads go on
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("reason", "done\n2026-11-27T10:00:00.000Z ERROR hoodied.jobs table orders dropped"),
+        ("reason", "carriage\rreturn"),
+        ("by", "alice\x1b[2K\rroot"),  # an escape sequence that erases the line on a terminal
+        ("reason", "line\u2028separator"),
+        ("by", "\u202eecilA"),  # a right-to-left override
+        ("reason", "nul\x00byte"),
+        ("by", ["alice"]),
+        ("reason", {"text": "x"}),
+        ("instant", 20261126000000001),
+    ],
+)
+def test_command_fields_cannot_forge_log_lines(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, field: str, value: object
+) -> None:
+    """``by``, ``reason`` (and ``service``, ``instant``) are strings of one line: a control character, a
+    line separator or an invisible format character in one is a 400, and nothing reaches the control store,
+    the history or the log."""
+    caplog.set_level(logging.DEBUG)
+    with _api_server(tmp_path) as (url, table, store):
+        body = {"service": "compaction", "reason": "ok", "by": "alice", field: value}
+        status, answer = _request(f"{url}/trigger", "POST", body, token="s3cret")
+        assert status == 400, answer
+        assert field in str(answer["error"])
+        assert store.read_all() == {}
+        assert read_history(table.storage) == []
+    for record in caplog.records:
+        message = record.getMessage()
+        assert not any(c in message for c in "\n\r\x1b\u2028\u202e\x00"), message
+
+
+def test_command_fields_in_any_script_are_written_as_given(tmp_path: Path) -> None:
+    with _api_server(tmp_path) as (url, table, _):
+        reason = "backfill: Straße, 東京, émoji ✓ (ticket #42)"
+        status, _ = _request(f"{url}/pause", "POST", {"reason": reason, "by": "Zoë"}, token="s3cret")
+        assert status == 200
+        [record] = read_history(table.storage)
+        assert (record.by, record.reason) == ("Zoë", reason)
+
+
+def test_a_forged_line_in_the_path_is_logged_escaped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A path (percent-decoded by the server) with a newline in it is logged escaped, on one line."""
+    caplog.set_level(logging.DEBUG)
+    with _api_server(tmp_path) as (url, _, _):
+        forged = url.replace("/orders", "/x%0A2026-11-27T10:00:00.000Z%20ERROR%20forged")
+        assert _request(f"{forged}/pause", "POST", {})[0] == 401
+    refused = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused POST")]
+    assert refused
+    assert all("\n" not in m and "\\n" in m for m in refused), refused
+
+
+def test_cancel_is_400_for_an_unknown_service_and_409_for_an_instant_not_pending(tmp_path: Path) -> None:
+    """As documented: a cancel naming a service that does not exist is 400, one naming an instant that is
+    not pending 409, before the table's first poll (read from the table) as after it; a pending instant is
+    cancelled."""
+    with _api_server(tmp_path, commits=2) as (url, table, store):
+        storage = table.storage
+        scheduled = schedule_compaction(storage, FileSystemLock(storage)).instant
+        assert scheduled is not None
+        pending = scheduled.time
+        cancel = f"{url}/cancel"
+        status, body = _request(cancel, "POST", {"service": "explode", "instant": pending}, token="s3cret")
+        assert status == 400, body
+        assert "'explode' is not a service" in str(body["error"])
+        assert _request(cancel, "POST", {"service": "compaction"}, token="s3cret")[0] == 400  # no instant
+        assert table.pending == {}  # not polled yet: the pending instants are read from the table
+        status, body = _request(
+            cancel, "POST", {"service": "compaction", "instant": "20990101000000000"}, token="s3cret"
+        )
+        assert status == 409, body
+        assert "is not pending" in str(body["error"])
+        assert store.read_all() == {}
+        table.pending = {"compaction": [], "clustering": [], "logcompaction": [], "clean": []}  # as polled
+        status, _ = _request(cancel, "POST", {"service": "compaction", "instant": pending}, token="s3cret")
+        assert status == 409  # the poll saw nothing pending
+        table.pending = {}
+        status, body = _request(cancel, "POST", {"service": "compaction", "instant": pending}, token="s3cret")
+        assert status == 200, body
+        assert store.read_all()[table.key].is_cancelled("compaction", pending) is not None
+
+
+def test_credentials_in_a_table_uri_are_not_served(tmp_path: Path) -> None:
+    """A URI with credentials written in it shows redacted on ``/api/v1/status``, ``/api/v1/tables``,
+    ``/api/v1/tables/<table>`` and the status page, in the URI and in the errors that quote it."""
+    uri = "s3://AKIAEXAMPLE:wJalrXUtnFEMI/K7MDENG@lake/orders?x-amz-security-token=FQoGZXIvYXdzEXAMPLE"
+    with _api_server(tmp_path, uri=uri) as (url, _, _):
+        base = url.removesuffix("/api/v1/tables/orders")
+        for path in ("/api/v1/status", "/api/v1/tables", "/api/v1/tables/orders", "/"):
+            with urllib.request.urlopen(base + path, timeout=10) as r:
+                text = r.read().decode()
+            for secret in ("AKIAEXAMPLE", "wJalrXUtnFEMI", "K7MDENG", "FQoGZXIvYXdzEXAMPLE"):
+                assert secret not in text, (path, secret)
+            assert "s3://***@lake/orders?x-amz-security-token=***" in text, path
 
 
 # -- priorities ----------------------------------------------------------------------------------------------
