@@ -66,20 +66,25 @@ Every key, its default and its meaning (the README's configuration reference is 
       max_concurrent_jobs: null   # jobs of this table running at once in a replica (null: no cap but
                                   # spark.max_concurrent_jobs)
     tables:
-      - path: /data/orders        # a table's base path or URI
+      - path: /data/orders        # a table's base path or URI; two entries of one table (however written:
+                                  # //, a trailing /, file://, a link, s3a:// for s3://) are an error
         name: orders              # label in metrics and logs (default: the last path segment)
         services / schedule / hoodie / storage_options / takeover_foreign_after / priority /
         max_concurrent_jobs: as in defaults (hoodie and storage_options merge)
     discover:
-      - root: /data/warehouse     # every folder holding .hoodie/hoodie.properties below root
+      - root: /data/warehouse     # every folder holding .hoodie/hoodie.properties below root, each table
+                                  # once whatever links lead to it; one in tables keeps its entry there
         max_depth: 3
         exclude: ["^tmp_"]        # regular expressions on the path relative to root
         services / schedule / hoodie / storage_options / takeover_foreign_after / priority /
         max_concurrent_jobs: as in defaults
 
 A bad key or value is a :class:`ConfigError` that names it (``tables[2].schedule[0]: 'compact' is not a
-service (compaction, clustering, clean, indexing, archival)``). The ``hoodie.*`` settings are parsed with the
-same code the services run on, so a bad strategy or retention fails at start-up, not at the first job.
+service (compaction, clustering, clean, indexing, archival)``). A table is one table however its path is
+written: entries are compared by identity (:func:`hoodie.storage.identity.table_identity`), the key of its
+claims and control document, so two entries of one table are refused (they would run each instant twice).
+The ``hoodie.*`` settings are parsed with the same code the services run on, so a bad strategy or retention
+fails at start-up, not at the first job.
 """
 
 from __future__ import annotations
@@ -95,9 +100,11 @@ from typing import Any, TypeVar
 
 import yaml
 
-from hoodie.durations import duration_seconds
-from hoodie.errors import HoodieError
+from hoodie.durations import duration_problem, duration_seconds
+from hoodie.errors import HoodieError, StorageError
 from hoodie.registry import SCHEDULABLE, SERVICE_NAMES, SERVICES, service_named
+from hoodie.storage.identity import table_identity
+from hoodie.storage.redact import redact_uri
 from hoodied.errors import ServiceError
 from hoodied.executor_code import SHIP_MODES
 from hoodied.job_sizing import SizingSettings, parse_size
@@ -119,15 +126,24 @@ class ConfigError(ServiceError):
 
 
 def parse_duration(value: object, where: str) -> float:
-    """Seconds from a number or a string such as ``500ms``, ``30s``, ``5m``, ``1h``."""
+    """Seconds from a number or a string such as ``500ms``, ``30s``, ``5m``, ``1h``: finite, not negative and
+    no longer than the longest wait (:func:`hoodie.durations.duration_problem`). YAML's ``.nan`` and ``.inf``
+    and a number too long for a wait would pass for numbers here and break a wait hours later, so they are
+    refused now, naming the key."""
     if isinstance(value, bool):
         raise ConfigError(f"{where}: {value!r} is not a duration (seconds, or e.g. 30s, 5m)")
     if isinstance(value, int | float):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an integer of hundreds of digits: refused below
+            seconds = math.inf
     elif isinstance(value, str) and (parsed := duration_seconds(value)) is not None:
         seconds = parsed
     else:
         raise ConfigError(f"{where}: {value!r} is not a duration (seconds, or e.g. 30s, 5m)")
+    if (problem := duration_problem(seconds)) is not None:
+        shown = f"{value!r}" if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
+        raise ConfigError(f"{where}: {shown} {problem}: not a duration")
     if seconds < 0:
         raise ConfigError(f"{where}: {value!r} is negative")
     return seconds
@@ -228,10 +244,14 @@ def _string_map(value: object, where: str) -> dict[str, str]:
 
 
 def _duration_or_never(value: object, where: str) -> float:
-    """A duration, or ``never`` (infinity)."""
+    """A duration, or ``never`` (infinity): the one spelling of forever (``.inf`` is refused as in any
+    duration, with a hint)."""
     if isinstance(value, str) and value.strip().lower() == "never":
         return math.inf
-    return parse_duration(value, where)
+    try:
+        return parse_duration(value, where)
+    except ConfigError as e:
+        raise ConfigError(f"{e} (forever is written never)") from None
 
 
 def _services(value: object, where: str) -> tuple[str, ...]:
@@ -364,9 +384,14 @@ class TableSettings:
 
 @dataclass(frozen=True)
 class TableEntry:
+    """One ``tables[]`` entry: the base path as written, the operator's label for it, its settings, and the
+    table's identity (:func:`hoodie.storage.identity.table_identity`), what every key unique per table is
+    derived from. No two entries of a file share an identity."""
+
     path: str
     name: str | None
     settings: TableSettings
+    identity: str = ""
 
 
 @dataclass(frozen=True)
@@ -649,20 +674,36 @@ def _tables(raw: object, defaults: TableSettings, notes: list[str]) -> list[Tabl
         return []
     if not isinstance(raw, list):
         raise ConfigError("tables: expected a list of {path: ...}")
-    out = []
-    seen: set[str] = set()
+    out: list[TableEntry] = []
+    by_identity: dict[str, int] = {}
     for i, item in enumerate(raw):
         s = _Section({"path": item} if isinstance(item, str) else item, f"tables[{i}]", notes)
         path = s.get("path", "", _str).rstrip("/")
         if not path:
             raise ConfigError(f"{s.path('path')}: required")
-        if path in seen:
-            raise ConfigError(f"{s.path('path')}: {path} is listed twice")
-        seen.add(path)
         name = s.get("name", None, _label)
-        out.append(TableEntry(path, name, _table_settings(s, defaults)))
+        settings = _table_settings(s, defaults)
+        try:
+            identity = table_identity(path, settings.storage_options)
+        except StorageError as e:
+            raise ConfigError(f"{s.path('path')}: {e}") from None
+        if identity in by_identity:
+            # Two entries of one table would claim its instants under two keys and run each twice (issue 32).
+            j = by_identity[identity]
+            raise ConfigError(
+                f"{s.path('path')}: tables[{i}] ({_described(path, name)}) and tables[{j}] "
+                f"({_described(out[j].path, out[j].name)}) are one table, {identity}: list it once"
+            )
+        by_identity[identity] = i
+        out.append(TableEntry(path, name, settings, identity))
         s.done()
     return out
+
+
+def _described(path: str, name: str | None) -> str:
+    """An entry for a message: its name (when given) and its path, credentials hidden."""
+    shown = redact_uri(path)
+    return f"{name}: {shown}" if name else shown
 
 
 def _label(value: object, where: str) -> str | None:

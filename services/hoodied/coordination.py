@@ -1,8 +1,9 @@
 """How replicas share the work: claims on instants and the table lock, through ZooKeeper or embedded.
 
 :class:`ZooKeeperCoordination` (several replicas): one ephemeral claim node per (table, instant) at
-``<base_path>/claims/<table key>/<action>-<instant>`` holding the replica's identity; the ZooKeeper session
-is the heartbeat, so a dead replica's claims vanish after the session timeout. Scheduling on a table is
+``<base_path>/claims/<table key>/<action>-<instant>`` (:func:`table_key`: from the table's identity, never
+its label) holding the replica's identity; the ZooKeeper session is the heartbeat, so a dead replica's
+claims vanish after the session timeout. Scheduling on a table is
 claimed the same way (``schedule``), so two replicas never plan the same table at once. The table lock is a
 Curator ``InterProcessMutex``-compatible lock at Hudi's ``hoodie.write.lock.zookeeper.base_path/lock_key``
 (the table's own settings, else ``zookeeper.lock_base_path`` and the table name, as Hudi defaults
@@ -21,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -43,11 +45,18 @@ LOCK_KEY = "hoodie.write.lock.zookeeper.lock_key"
 SCHEDULE_CLAIM = "schedule"
 
 
-def table_key(name: str, uri: str) -> str:
-    """A table's key in ZooKeeper paths: its label and a digest of its base URI (two tables may share a
-    name, never a key)."""
-    digest = hashlib.sha1(uri.rstrip("/").encode("utf-8")).hexdigest()[:12]
-    return f"{name}-{digest}"
+def table_key(identity: str) -> str:
+    """A table's key (its claims' folder ``<base_path>/claims/<key>``, its control document): the last
+    segment of its identity (:func:`hoodie.storage.identity.table_identity`) and a digest of the identity,
+    ``orders-<12 hex digits>``. A function of the identity alone, never of the operator's label or of how the
+    path was written: two names of one table (two configurations, an alias) then claim its instants under
+    one key and never both run one; two tables never share a key (the digest), whatever their folders' names.
+    A table named after its folder at a path already canonical keeps the key it had when keys held the label
+    and the path as written."""
+    tail = identity.rstrip("/").rsplit("/", 1)[-1]
+    label = re.sub(r"[^A-Za-z0-9._-]", "_", tail) or "table"
+    digest = hashlib.sha1(identity.encode("utf-8")).hexdigest()[:12]
+    return f"{label}-{digest}"
 
 
 def claim_name(action: str, instant_time: str) -> str:

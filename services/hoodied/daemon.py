@@ -208,6 +208,9 @@ class Daemon:
                 for i in (supervisor.running if supervisor else [])
             ],
             "tables": {t.name: _table_status(t, holders) for t in tables},
+            # Roots that do not exist or cannot be read, and the paths merged into one table, said here as
+            # well as in the log (hoodied.discovery).
+            "discovery": supervisor.discovery() if supervisor else [],
         }
 
     def run(self, *, once: bool = False, handle_signals: bool = True) -> int:
@@ -375,6 +378,7 @@ def _table_status(t: WatchedTable, holders: Mapping[str, Mapping[str, object]]) 
         backlog = t.backlog.to_json(InstantTimeGenerator().now_in_zone(t.config))
     return {
         "uri": t.uri,
+        "identity": t.identity,
         "control": {
             "state": control.state,
             **({"by": note.by, "reason": note.reason, "at": note.at} if note else {}),
@@ -432,7 +436,7 @@ def status_report(config: DaemonConfig) -> list[dict[str, object]]:
             controls = {}
         out: list[dict[str, object]] = []
         for t in supervisor.tables():
-            entry: dict[str, object] = {"table": t.name, "uri": t.uri}
+            entry: dict[str, object] = {"table": t.name, "uri": t.uri, "identity": t.identity}
             try:
                 table = Table.load(t.storage)
                 entry["version"] = table.config.table_version

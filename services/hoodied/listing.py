@@ -10,6 +10,13 @@
 - Object stores have no folders, hence no times: their folders are listed, :data:`LISTING_THREADS` tables
   at once ahead of the poll's walk (:class:`ListingAhead`): a listing there is a round trip, and ten
   thousand of them one after another would outlast the poll interval.
+
+The table's ``hoodie.properties`` is read with the first listing, whenever the listing changed (the poller
+does) and again once :data:`CONFIG_MAX_AGE` after it was last read, even on a table whose timeline stays as it
+was: a table whose properties vanished (dropped, deleted by mistake) then fails its polls and shows as failing
+in ``/status`` and ``hoodied_table_poll_failures_total`` within that time, instead of looking healthy until
+its next write. Hudi's backup, ``hoodie.properties.backup``, stands in for a missing file as it does for
+Hudi's readers. Once per five minutes a table, the read is no cost a poll would notice.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from hoodied.work import WatchedTable
 QUIET_FOLDER_AGE: Final = 5.0
 #: Seconds after which a local folder is listed again whatever its time says.
 LISTING_MAX_AGE: Final = 300.0
+#: Seconds after which a table's ``hoodie.properties`` is read again although its timeline did not change.
+CONFIG_MAX_AGE: Final = 300.0
 #: Listings of object-store tables under way at once during a poll.
 LISTING_THREADS: Final = 16
 
@@ -46,12 +55,13 @@ class Listed:
 
 def list_timeline(table: WatchedTable, config: TableConfig | None, now: float) -> Listed:
     """The files of ``table``'s timeline folder (see the module docstring), reading its config first when
-    ``config`` is None. ``now``: the poller's monotonic clock. Changes nothing in ``table``: the poller
-    records a fresh listing's folder time (:attr:`WatchedTable.listed_folder_time_ns`) once it took the
-    listing in."""
+    ``config`` is None or was read :data:`CONFIG_MAX_AGE` ago. ``now``: the poller's monotonic clock.
+    Changes nothing in ``table``: the poller records a fresh listing's folder time
+    (:attr:`WatchedTable.listed_folder_time_ns`) and a config read (:attr:`WatchedTable.config_read_at`) once
+    it took the listing in."""
     storage = table.storage
     loaded = None
-    if config is None:
+    if config is None or now - table.config_read_at >= CONFIG_MAX_AGE:
         config = loaded = TableConfig.load(storage)
     folder = config.timeline_path
     folder_time = None
@@ -104,6 +114,7 @@ class ListingAhead:
 
 
 __all__ = [
+    "CONFIG_MAX_AGE",
     "LISTING_MAX_AGE",
     "LISTING_THREADS",
     "QUIET_FOLDER_AGE",

@@ -19,7 +19,10 @@ table's ``foreign`` notes for ``hoodied status``. A table that cannot be
 polled (unreadable, a version we refuse, a metadata table) backs off on its own; other tables go on.
 
 The watched tables are the configured ones plus what the discovery roots hold (re-scanned every ten polls'
-time).
+time: :mod:`hoodied.discovery`), one per table identity (:func:`hoodie.storage.identity.table_identity`): a
+table a ``tables`` entry names keeps that entry's name and settings when a root holds it too, and every
+other path to a watched table (a link, a loop, a second root) is merged into it, logged once and shown in
+``/status``, as is a root that does not exist or cannot be read.
 
 Each poll starts by reading the operators' control documents (:mod:`hoodied.control`; one listing when no
 table has one) and hands each table's to the runner (cancel, retry). When a table's timeline changed, its
@@ -52,6 +55,8 @@ from hoodie.errors import HoodieError
 from hoodie.metadata_table import refuse_metadata_table
 from hoodie.registry import MAINTENANCE, SERVICES
 from hoodie.storage import Storage
+from hoodie.storage.identity import table_identity
+from hoodie.storage.redact import redact_uri
 from hoodie.table import Table
 from hoodie.timeline.instant import RESTORE, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator, parse_instant_time
@@ -59,6 +64,7 @@ from hoodie.timeline.timeline import Timeline
 from hoodied.config import DaemonConfig, DiscoveryRoot, TableSettings
 from hoodied.control import DRAINING, PAUSED, ControlStore, Note, TableControl
 from hoodied.coordination import SCHEDULE_CLAIM, Coordination
+from hoodied.discovery import Discovery, Found, Merged, discover
 from hoodied.explain import RunnerView, explain
 from hoodied.health import Heartbeats
 from hoodied.history import append, control_record
@@ -72,27 +78,6 @@ from hoodied.urgency import urgency
 from hoodied.work import WatchedTable, WorkItem, table_settings
 
 logger = logging.getLogger(__name__)
-
-
-def discover_tables(root: DiscoveryRoot) -> list[str]:
-    """Base paths of the tables below a discovery root (folders holding ``.hoodie/hoodie.properties``),
-    not descending into a table or into hidden folders."""
-    storage = Storage.for_uri(root.root, dict(root.settings.storage_options))
-    found: list[str] = []
-
-    def walk(rel: str, depth: int) -> None:
-        if storage.exists(f"{rel}/.hoodie/hoodie.properties" if rel else ".hoodie/hoodie.properties"):
-            if not any(p.search(rel) for p in root.exclude):
-                found.append(storage.full_path(rel) if rel else root.root)
-            return
-        if depth >= root.max_depth:
-            return
-        for info in storage.list(rel):
-            if info.is_dir and not info.name.startswith((".", "_")):
-                walk(f"{rel}/{info.name}" if rel else info.name, depth + 1)
-
-    walk("", 0)
-    return sorted(found)
 
 
 def _since(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
@@ -135,7 +120,11 @@ class Poller:
         self._stopping = stopping
         self._failures = failures
         self._clock = clock
-        self._tables: dict[str, WatchedTable] = {}
+        self._tables: dict[str, WatchedTable] = {}  # by identity
+        #: The last scan of each discovery root (``discover[i]``), for ``/status``.
+        self.discovery: list[Discovery] = []
+        self._last_found: dict[int, tuple[Found, ...]] = {}  # each root's tables as of its last good scan
+        self._said: set[str] = set()  # discovery errors and merges logged (each once while it lasts)
         self._poll_lock = threading.Lock()
         self._discovered_at = float("-inf")
         self._polls = 0  # polls finished
@@ -144,45 +133,74 @@ class Poller:
         return list(self._tables.values())
 
     def refresh_tables(self) -> None:
-        """The configured tables plus what the discovery roots hold now (re-scanned every 10 polls' time)."""
+        """The configured tables plus what the discovery roots hold now (re-scanned every 10 polls' time),
+        one :class:`WatchedTable` per identity: a table an entry of ``tables`` names is that entry's (its
+        name and settings) however discovery also reaches it; one two roots reach is the first root's."""
         now = self._clock()
         if self._tables and now - self._discovered_at < 10 * self.config.poll_interval:
             return
         self._discovered_at = now
-        wanted: dict[str, tuple[str | None, TableSettings]] = {}
+        wanted: dict[str, tuple[str, str | None, TableSettings]] = {}  # identity -> uri, name, settings
         for entry in self.config.tables:
-            wanted[entry.path] = (entry.name, entry.settings)
-        for root in self.config.discover:
-            try:
-                paths = discover_tables(root)
-            except Exception as e:
-                logger.error("cannot scan the discovery root %s: %s", root.root, e)
-                continue
-            for path in paths:
-                wanted.setdefault(path, (None, root.settings))
+            identity = entry.identity or table_identity(entry.path, entry.settings.storage_options)
+            wanted.setdefault(identity, (entry.path, entry.name, entry.settings))
+        scans: list[Discovery] = []
+        for i, root in enumerate(self.config.discover):
+            scan = self._scan(i, root)
+            merged = list(scan.merged)
+            for found in scan.tables:
+                if found.identity in wanted:  # an entry of tables, or an earlier root, has it
+                    if found.path != wanted[found.identity][0]:  # (an entry's own path is no news)
+                        merged.append(Merged(found.path, found.identity, wanted[found.identity][0]))
+                else:
+                    wanted[found.identity] = (found.path, None, root.settings)
+            scans.append(replace(scan, merged=tuple(merged)))
+            for m in merged:
+                self._say(f"discover[{i}] ({redact_uri(root.root)}): {m.describe()}")
+        self.discovery = scans
         names: set[str] = set()
-        for uri, (name, settings) in wanted.items():
-            if uri in self._tables:
-                names.add(self._tables[uri].name)
+        for identity, (uri, name, settings) in wanted.items():
+            if identity in self._tables:
+                names.add(self._tables[identity].name)
                 continue
             label = name or _label(uri)
             while label in names:  # two discovered tables with one folder name: keep labels unique
                 label = f"{label}_"
             names.add(label)
             storage = Storage.for_uri(uri, dict(settings.storage_options))
-            self._tables[uri] = WatchedTable(uri, label, settings, storage)
+            self._tables[identity] = WatchedTable(uri, label, settings, storage, identity=identity)
             logger.info(
                 "watching table %s (%s): services %s, scheduling %s",
                 label,
-                uri,
+                redact_uri(uri),
                 ",".join(settings.services),
                 ",".join(settings.schedule) or "none",
             )
-        for uri in [u for u in self._tables if u not in wanted]:
-            gone = self._tables.pop(uri)
+        for identity in [k for k in self._tables if k not in wanted]:
+            gone = self._tables.pop(identity)
             self.metrics.forget_table(gone.name)
-            logger.info("no longer watching table %s (%s)", gone.name, uri)
+            logger.info("no longer watching table %s (%s)", gone.name, redact_uri(gone.uri))
         self.metrics.tables.set(len(self._tables))
+
+    def _scan(self, i: int, root: DiscoveryRoot) -> Discovery:
+        """Scan ``discover[i]``; a scan that fails keeps the tables of the root's last good scan (a store that
+        fails for a minute must not make the daemon forget them), and its error is logged once."""
+        scan = discover(root)
+        where = f"discover[{i}] ({redact_uri(root.root)})"
+        if scan.error is None:
+            self._last_found[i] = scan.tables
+            if any(s.startswith(f"{where}: error: ") for s in self._said):
+                logger.info("%s can be scanned again", where)
+            self._said = {s for s in self._said if not s.startswith(f"{where}: error: ")}
+            return scan
+        self._say(f"{where}: error: {scan.error}", logging.ERROR)
+        return replace(scan, tables=self._last_found.get(i, ()))
+
+    def _say(self, message: str, level: int = logging.WARNING) -> None:
+        """Log ``message`` once (discovery repeats its findings at every scan)."""
+        if message not in self._said:
+            self._said.add(message)
+            logger.log(level, "%s", message)
 
     def poll(self) -> list[WorkItem]:
         """One pass over every table; returns the runnable work, highest priority first, and hands it to the
@@ -375,12 +393,12 @@ class Poller:
         if not listed.fresh:
             return False
         if listed.config is not None:
-            table.config = listed.config
+            table.config, table.config_read_at = listed.config, self._clock()
         changed = listed.names != table.listing
         if changed:
             storage = table.storage
             if listed.config is None:  # an upgrade or a new property shows with new instants
-                table.config = TableConfig.load(storage)
+                table.config, table.config_read_at = TableConfig.load(storage), self._clock()
             assert table.config is not None
             refuse_metadata_table(storage, table.config, "table service")
             table.timeline = Timeline.from_file_names(
@@ -471,4 +489,4 @@ class Poller:
         return False
 
 
-__all__ = ["Poller", "discover_tables"]
+__all__ = ["Poller"]

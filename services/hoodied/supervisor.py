@@ -82,6 +82,11 @@ class Supervisor:
     def refresh_tables(self) -> None:
         self.poller.refresh_tables()
 
+    def discovery(self) -> list[dict[str, object]]:
+        """Each discovery root as its last scan saw it (tables found, paths merged, or why it could not be
+        scanned), for ``/status``."""
+        return [scan.to_json() for scan in self.poller.discovery]
+
     def poll(self) -> list[WorkItem]:
         """One pass over every table; returns the runnable work, highest priority first, as handed to the
         workers."""

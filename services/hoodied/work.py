@@ -12,6 +12,7 @@ from hoodie.backlog import Backlog, BacklogCache
 from hoodie.config import TableConfig
 from hoodie.registry import SERVICES, service_named
 from hoodie.storage import Storage
+from hoodie.storage.identity import table_identity
 from hoodie.timeline.instant import Instant
 from hoodie.timeline.timeline import Timeline
 from hoodied.config import TableSettings
@@ -70,17 +71,22 @@ class JobOutcome:
 class WatchedTable:
     """A table the supervisor maintains, with what the last poll learnt about it."""
 
-    uri: str
-    name: str
+    uri: str  # the base path as configured or discovered (what its storage opens)
+    name: str  # the operator's label: logs, metrics, hoodied ctl, the API
     settings: TableSettings
     storage: Storage
+    #: What must be unique per table derives from this: the key of its claims and control document.
     key: str = ""
+    #: The table's identity (:func:`hoodie.storage.identity.table_identity`; from ``uri`` when not given).
+    identity: str = ""
     config: TableConfig | None = None
     listing: frozenset[str] | None = None
     #: The timeline folder's modification time vouching for ``listing`` (hoodied.listing; None: none does),
     #: and the poller's monotonic time of that listing.
     listed_folder_time_ns: int | None = None
     listed_at: float = float("-inf")
+    #: The poller's monotonic time ``config`` was read (hoodied.listing reads it again after CONFIG_MAX_AGE).
+    config_read_at: float = float("-inf")
     timeline: Timeline | None = None
     items: tuple[WorkItem, ...] = ()
     pending: dict[str, list[Instant]] = field(default_factory=dict)
@@ -115,7 +121,8 @@ class WatchedTable:
     evaluated: tuple[frozenset[str] | None, TableControl, tuple[tuple[str, str], ...]] | None = None
 
     def __post_init__(self) -> None:
-        self.key = self.key or table_key(self.name, self.uri)
+        self.identity = self.identity or table_identity(self.uri, self.settings.storage_options)
+        self.key = self.key or table_key(self.identity)
 
 
 @dataclass

@@ -3,7 +3,10 @@ bad key or value is an error that names it."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
@@ -15,8 +18,12 @@ from hoodied.config import (
     JobSettings,
     parse_duration,
 )
-from hoodied.coordination import ZooKeeperCoordination, table_key
+from hoodied.coordination import ZooKeeperCoordination, claim_name, table_key
+from hoodied.ctl import watched_tables
+from hoodied.errors import ClaimHeld
 from hoodied.metrics import Metrics
+from hoodied.zookeeper import ZooKeeper, ZooKeeperConfig
+from support.zk_server import ZooKeeperServer
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 
@@ -136,7 +143,34 @@ def test_retry_delay_doubles_up_to_the_cap() -> None:
             "zookeeper: {connect: 'h:1', auth: [{scheme: digest}]}\ntables: [/x]",
             "zookeeper.auth[0]: needs both scheme and credential",
         ),
-        ("tables: [/x, /x]", "tables[1].path: /x is listed twice"),
+        (
+            "tables: [/x, /x]",
+            "tables[1].path: tables[1] (/x) and tables[0] (/x) are one table, /x: list it once",
+        ),
+        ("jobs: {backoff: .nan}\ntables: [/x]", "jobs.backoff: nan is not a number"),
+        ("jobs: {backoff_max: .inf}\ntables: [/x]", "jobs.backoff_max: inf is infinite"),
+        ("poll_interval: -.inf\ntables: [/x]", "poll_interval: -inf is infinite"),
+        ("jobs: {takeover_grace: 1.0e+400}\ntables: [/x]", "jobs.takeover_grace: inf is infinite"),
+        ("jobs: {shutdown_grace: 1.0e+20}\ntables: [/x]", "jobs.shutdown_grace: 1e+20 is infinite or longer"),
+        (f"jobs: {{lock_timeout: {'9' * 400}}}\ntables: [/x]", "jobs.lock_timeout: 99999"),
+        (
+            f"zookeeper: {{connect: 'h:1', session_timeout: '{'9' * 400}h'}}\ntables: [/x]",
+            "longer than the longest",
+        ),
+        ("metrics: {read_timeout: .nan}\ntables: [/x]", "metrics.read_timeout: nan is not a number"),
+        (
+            "reschedule_interval: 10000000000\ntables: [/x]",
+            "reschedule_interval: 10000000000 is infinite or longer",
+        ),
+        (
+            "defaults: {takeover_foreign_after: .inf}\ntables: [/x]",
+            "defaults.takeover_foreign_after: inf is infinite or longer than the longest wait "
+            "(9223372036 s): not a duration (forever is written never)",
+        ),
+        (
+            "tables: [{path: /x, takeover_foreign_after: .nan}]",
+            "tables[0].takeover_foreign_after: nan is not a",
+        ),
         (
             "tables: [{path: /x, name: a}, {path: /y, name: a}]",
             "the name 'a' is given to more than one table",
@@ -187,9 +221,12 @@ def test_inherited_schedule_keeps_to_the_services_a_table_runs() -> None:
 def test_table_keys_and_the_hudi_lock_path() -> None:
     from hoodie.config import TableConfig
 
-    assert table_key("orders", "s3://b/orders/") == table_key("orders", "s3://b/orders")
-    assert table_key("orders", "s3://b/orders") != table_key("orders", "s3://c/orders")
-    assert "/" not in table_key("a", "/x/y")
+    # A table named after its folder at a canonical path keeps the key it had when keys held the label.
+    assert table_key("s3://b/orders") == "orders-" + hashlib.sha1(b"s3://b/orders").hexdigest()[:12]
+    assert table_key("s3://b/orders") != table_key("s3://c/orders")
+    assert table_key("/x/y") == "y-" + hashlib.sha1(b"/x/y").hexdigest()[:12]
+    assert table_key("/").startswith("table-")
+    assert table_key("s3://b").startswith("b-")
     props = {
         "hoodie.table.name": "trips",
         "hoodie.table.version": "6",
@@ -213,3 +250,128 @@ def test_the_replica_name_defaults_to_the_environment_then_the_host(monkeypatch:
     monkeypatch.setenv("HOODIED_REPLICA", "hoodied-7f9c-2")
     assert _parse("tables: [/x]").replica == "hoodied-7f9c-2"
     assert _parse("replica: r1\ntables: [/x]").replica == "r1"
+
+
+# -- one table, one identity (issue 32) ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Path:
+    """A table folder ``<tmp>/lake/t`` (by its real path) and a link to it, ``<tmp>/alias``."""
+    table = tmp_path / "lake" / "t"
+    table.mkdir(parents=True)
+    (tmp_path / "alias").symlink_to(table)
+    return Path(os.path.realpath(table))
+
+
+#: The second spellings of one local table that were each claimed apart from the first.
+SPELLINGS = (
+    "double slash",
+    "trailing slash",
+    "file URI",
+    "file: URI",
+    "dot dot",
+    "symlink",
+    "symlink as a file URI",
+)
+
+
+def _second_spellings(lake: Path) -> dict[str, str]:
+    """Each of :data:`SPELLINGS` of ``lake`` (the ``lake`` fixture's link included)."""
+    alias = lake.parent.parent / "alias"
+    return {
+        "double slash": f"{lake.parent}//t",
+        "trailing slash": f"{lake}/",
+        "file URI": f"file://{lake}",
+        "file: URI": f"file:{lake}",
+        "dot dot": f"{lake.parent}/../{lake.parent.name}/t",
+        "symlink": str(alias),
+        "symlink as a file URI": f"file://{alias}/",
+    }
+
+
+@pytest.mark.parametrize("form", SPELLINGS)
+def test_one_table_listed_twice_is_refused_naming_both_entries(lake: Path, form: str) -> None:
+    """``/lake/t`` as ``a`` and ``/lake//t`` as ``b`` claimed one instant under two keys, and both ran it."""
+    other = _second_spellings(lake)[form]
+    text = f"tables:\n  - {{path: '{lake}', name: a}}\n  - {{path: '{other}', name: b}}\n"
+    with pytest.raises(ConfigError) as excinfo:
+        DaemonConfig.parse(text, source="hoodied.yaml")
+    message = str(excinfo.value)
+    assert message.startswith("hoodied.yaml: tables[1].path: tables[1] (b: "), message
+    assert f"and tables[0] (a: {lake}) are one table, {lake}: list it once" in message
+
+
+def test_one_object_store_table_listed_twice_is_refused_without_showing_credentials() -> None:
+    text = "tables: [{path: 's3://lake/t', name: a}, {path: 's3a://KEY:SECRET@LAKE//t/', name: b}]"
+    with pytest.raises(ConfigError) as excinfo:
+        DaemonConfig.parse(text)
+    message = str(excinfo.value)
+    both = "tables[1] (b: s3a://***@LAKE//t) and tables[0] (a: s3://lake/t) are one table, s3://lake/t"
+    assert both in message
+    assert "SECRET" not in message
+
+
+def test_each_entry_carries_its_tables_identity(lake: Path) -> None:
+    config = DaemonConfig.parse(f"tables: ['{lake.parent.parent}/alias/', 's3a://b//t/', '{lake.parent}']")
+    assert [t.identity for t in config.tables] == [str(lake), "s3://b/t", str(lake.parent)]
+    assert [t.path for t in config.tables] == [f"{lake.parent.parent}/alias", "s3a://b//t", str(lake.parent)]
+
+
+@pytest.mark.parametrize("form", SPELLINGS)
+def test_two_names_of_one_table_share_its_claim_key(lake: Path, form: str) -> None:
+    """Two configurations (two daemons, or a configuration and a one-off command's) naming one table apart
+    claim its instants under one key: ``<base_path>/claims/<key>/<action>-<instant>`` is one node."""
+    (a,) = watched_tables(DaemonConfig.parse(f"tables: [{{path: '{lake}', name: a}}]"))
+    (b,) = watched_tables(
+        DaemonConfig.parse(f"tables: [{{path: '{_second_spellings(lake)[form]}', name: b}}]")
+    )
+    assert (a.name, b.name) == ("a", "b")
+    assert a.identity == b.identity == str(lake)
+    assert a.key == b.key == table_key(str(lake))
+    (c,) = watched_tables(DaemonConfig.parse(f"tables: [{{path: '{lake.parent}', name: a}}]"))
+    assert c.key != a.key  # another table under the same name
+
+
+@pytest.mark.zookeeper
+def test_a_claim_under_one_name_holds_the_table_under_another(
+    zookeeper_server: ZooKeeperServer, lake: Path
+) -> None:
+    """Replicas whose configurations name one table ``a`` (``/lake/t``) and ``b`` (a link to it) exclude each
+    other on its instants."""
+    base_path = f"/hoodied-test-{uuid.uuid4().hex[:8]}"
+    replicas = []
+    try:
+        for name in ("ra", "rb"):
+            zk = ZooKeeper(
+                ZooKeeperConfig(connect=zookeeper_server.connect, base_path=base_path, session_timeout=4.0),
+                {"host": "h", "pid": 1, "replica": name},
+            )
+            zk.start()
+            replicas.append(zk)
+        settings = _parse(f"zookeeper: {{connect: '{zookeeper_server.connect}'}}\ntables: [/x]").zookeeper
+        assert settings is not None
+        ra, rb = (ZooKeeperCoordination(zk, settings, Metrics()) for zk in replicas)
+        (a,) = watched_tables(DaemonConfig.parse(f"tables: [{{path: '{lake}', name: a}}]"))
+        (b,) = watched_tables(
+            DaemonConfig.parse(f"tables: [{{path: '{lake.parent.parent}/alias/', name: b}}]")
+        )
+        name = claim_name("compaction", "20260101000000000")
+        claim = ra.claim(a.storage, a.key, name)
+        with pytest.raises(ClaimHeld, match="replica ra"):
+            rb.claim(b.storage, b.key, name)
+        holder = rb.holder(b.storage, b.key, name)
+        assert holder is not None
+        assert holder["replica"] == "ra"
+        claim.release()
+        rb.claim(b.storage, b.key, name).release()
+    finally:
+        for zk in replicas:
+            zk.stop()
+
+
+def test_never_stays_the_one_spelling_of_forever() -> None:
+    config = _parse(
+        "defaults: {takeover_foreign_after: never}\ntables: [/x, {path: /y, takeover_foreign_after: 1h}]"
+    )
+    assert [t.settings.takeover_foreign_after for t in config.tables] == [float("inf"), 3600.0]

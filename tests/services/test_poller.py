@@ -19,8 +19,10 @@ from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodied.config import DaemonConfig
 from hoodied.control import Command, FileControlStore, apply_command
 from hoodied.coordination import EmbeddedCoordination
+from hoodied.ctl import main_ctl
+from hoodied.daemon import Daemon
 from hoodied.health import Heartbeats
-from hoodied.listing import QUIET_FOLDER_AGE
+from hoodied.listing import CONFIG_MAX_AGE, QUIET_FOLDER_AGE
 from hoodied.metrics import Metrics
 from hoodied.supervisor import Supervisor
 from hoodied.work import WatchedTable
@@ -171,3 +173,105 @@ def test_an_idle_poll_costs_one_listing_a_table_on_s3(s3_server: S3Server, tmp_p
     supervisor.poll()
     assert _idle_requests(supervisor, 2) == {"LIST": 2 * FLEET}
     assert all(t.evaluated is not None for t in supervisor.tables())
+
+
+class Clock:
+    """The poller's monotonic clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _daemon(text: str, state_dir: Path, clock: Clock) -> Daemon:
+    """A daemon of ``text`` whose supervisor (not started: the test polls) runs on ``clock``, for its
+    ``/status`` document."""
+    config = DaemonConfig.parse(f"metrics: {{port: null}}\nspark: {{fair_pools: false}}\n{text}")
+    daemon = Daemon(config)
+    coordination = EmbeddedCoordination(daemon.metrics)
+    daemon.supervisor = Supervisor(
+        config,
+        coordination,
+        daemon.metrics,
+        daemon.heartbeats,
+        _no_spark,
+        control=FileControlStore(state_dir),
+        clock=clock,
+    )
+    return daemon
+
+
+def test_a_table_whose_properties_vanish_shows_as_failing(tmp_path: Path) -> None:
+    """A quiet table's ``hoodie.properties`` is read again CONFIG_MAX_AGE after it was read: once it is gone
+    the table's polls fail, ``/status`` says why and ``hoodied_table_poll_failures_total`` counts them,
+    although its timeline did not change; the file back, the table polls again."""
+    (uri,) = _local_fleet(tmp_path, 1)
+    clock = Clock()
+    daemon = _daemon(f"tables: ['{uri}']", tmp_path / "state", clock)
+    supervisor = daemon.supervisor
+    assert supervisor is not None
+    supervisor.poll()
+    (table,) = supervisor.tables()
+
+    def failures() -> float | None:
+        return supervisor.metrics.registry.get_sample_value(
+            "hoodied_table_poll_failures_total", {"table": table.name}
+        )
+
+    properties = Path(uri) / ".hoodie" / "hoodie.properties"
+    kept = properties.read_bytes()
+    properties.unlink()
+    clock.now += CONFIG_MAX_AGE
+    supervisor.poll()
+    status = daemon.status()["tables"][table.name]  # type: ignore[index]
+    assert "hoodie.properties" in status["last_error"], status["last_error"]
+    assert failures() == 1
+    assert table.retry_at > clock.now  # backing off, as any table that cannot be polled
+    properties.write_bytes(kept)
+    clock.now = table.retry_at
+    supervisor.poll()
+    assert daemon.status()["tables"][table.name]["last_error"] is None  # type: ignore[index]
+    assert failures() == 1
+
+
+def test_a_table_whose_folder_is_deleted_shows_as_failing(tmp_path: Path) -> None:
+    (uri,) = _local_fleet(tmp_path, 1)
+    clock = Clock()
+    daemon = _daemon(f"tables: ['{uri}']", tmp_path / "state", clock)
+    assert daemon.supervisor is not None
+    daemon.supervisor.poll()
+    shutil.rmtree(uri)
+    clock.now += 1
+    daemon.supervisor.poll()
+    (table,) = daemon.supervisor.tables()
+    assert daemon.status()["tables"][table.name]["last_error"]  # type: ignore[index]
+    assert (
+        daemon.metrics.registry.get_sample_value("hoodied_table_poll_failures_total", {"table": table.name})
+        == 1
+    )
+
+
+@pytest.mark.parametrize("form", ["//", "/", "file://", "link"])
+def test_a_pause_given_under_one_name_holds_the_table_under_another(
+    tmp_path: Path, form: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``hoodied ctl pause a`` (configuration A names the table ``a``) holds it for a daemon whose
+    configuration names it ``b`` another way: the control document is the table's, keyed by its identity."""
+    (uri,) = _local_fleet(tmp_path, 1)
+    (tmp_path / "alias").symlink_to(uri)
+    head, tail = uri.rsplit("/", 1)
+    other = {"//": f"{head}//{tail}", "/": f"{uri}/", "file://": f"file://{uri}", "link": f"{tmp_path}/alias"}
+    state = tmp_path / "state"
+    config_a = tmp_path / "a.yaml"
+    config_a.write_text(f"admin: {{state_dir: '{state}'}}\ntables: [{{path: '{uri}', name: a}}]\n")
+    b = _daemon(f"tables: [{{path: '{other[form]}', name: b}}]", state, Clock())
+    assert b.supervisor is not None
+    b.supervisor.poll()
+    assert main_ctl(str(config_a), "pause", "a", service=None, instant=None, reason="backfill", by="ops") == 0
+    b.supervisor.poll()
+    (table_b,) = b.supervisor.tables()
+    assert table_b.blocked["compaction"] == ("paused", "table paused by ops: backfill")
+    assert b.metrics.registry.get_sample_value("hoodied_table_paused", {"table": "b"}) == 1
+    assert '"state": "paused"' in capsys.readouterr().out

@@ -20,8 +20,8 @@ work in each:
   and ``backoff_base`` set how failed requests are retried (:mod:`hoodie.storage.retry`); the client's
   ``timeout`` and ``connect_timeout`` how long one request may take.
 
-Schemes: ``s3``, ``s3a`` (S3 and S3-compatible stores), ``gs``, ``gcs`` (GCS), ``az``, ``abfs``, ``abfss``
-(Azure: ``abfs[s]://container@account.dfs.core.windows.net/path``), a local path or ``file://``, and
+Schemes: ``s3``, ``s3a``, ``s3n`` (S3 and S3-compatible stores), ``gs``, ``gcs`` (GCS), ``az``, ``abfs``,
+``abfss`` (Azure: ``abfs[s]://container@account.dfs.core.windows.net/path``), a local path or ``file://``, and
 ``hdfs`` (through pyarrow, without create-if-absent).
 
 Tasks that run on other hosts (Spark executors of a cluster) open the storage from a
@@ -45,11 +45,14 @@ import pyarrow.fs as pafs
 from hoodie.errors import StorageError
 from hoodie.storage.arrow_fs import ArrowFsBackend
 from hoodie.storage.backend import Backend
+from hoodie.storage.identity import STORE_OF_SCHEME
 from hoodie.storage.local import LocalBackend
 from hoodie.storage.object_store import ObjectStoreBackend, open_store
 from hoodie.storage.retry import RETRY_KEYS, RetryPolicy
 
-_STORE_OF_SCHEME = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "abfs": "az", "abfss": "az"}
+#: One store per scheme, aliases included (``s3a``, ``s3n``, ``gcs``, ``abfs[s]``): the map a table's identity
+#: is named by too (:mod:`hoodie.storage.identity`), so two spellings that open one store have one identity.
+_STORE_OF_SCHEME = STORE_OF_SCHEME
 
 #: pyarrow ``S3FileSystem`` keys -> ``object_store`` keys.
 _PYARROW_S3 = {

@@ -49,7 +49,7 @@ from typing import Any, TypeVar
 
 from obstore.exceptions import GenericError
 
-from hoodie.durations import duration_seconds
+from hoodie.durations import duration_problem, duration_seconds
 from hoodie.errors import StorageError
 
 MAX_RETRIES = "max_retries"
@@ -181,6 +181,8 @@ def _seconds(options: Mapping[str, str], key: str, default: float) -> float:
     seconds = duration_seconds(str(raw))
     if seconds is None:
         raise StorageError(f"{key}={raw!r}: not a duration (seconds, or e.g. 500ms, 30s, 5m)")
+    if (problem := duration_problem(seconds)) is not None:
+        raise StorageError(f"{key}={raw!r}: {problem}")
     return seconds
 
 

@@ -60,6 +60,8 @@ def test_options_are_parsed_with_units() -> None:
         ({"init_backoff": "1 fortnight"}, "init_backoff='1 fortnight'"),
         ({"backoff_base": "0.5"}, "backoff_base=0.5"),
         ({"init_backoff": "2s", "max_backoff": "1s"}, "init_backoff=2s"),
+        ({"retry_timeout": "9" * 400 + "h"}, "retry_timeout='999.*': is infinite or longer"),
+        ({"max_backoff": "9" * 20 + "s"}, "max_backoff='999.*': is infinite or longer than the longest wait"),
     ],
 )
 def test_a_bad_option_names_its_key_and_value(options: dict[str, str], named: str) -> None:
