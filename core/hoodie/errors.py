@@ -113,6 +113,22 @@ class WriteConflict(CommitConflict):
     """
 
 
+class LostRace(CommitConflict):
+    """Another run of the same instant (another replica, another daemon, a one-off command) completed it or
+    took it over first: this run commits nothing and deletes nothing but the files its own attempt wrote
+    (:mod:`hoodie.write.attempt`); the winner's output stands."""
+
+
+class LeaseHeld(HoodieError):
+    """A live run holds the instant's lease (its heartbeat is fresh, :mod:`hoodie.write.heartbeat`): the
+    instant is neither rolled back nor run here. The message names the holder."""
+
+
+class LeaseLost(HoodieError):
+    """This run's lease on its instant was lost (its heartbeat went stale while it was paused, or another run
+    took the lease over): it must not commit, and deletes nothing of the instant."""
+
+
 class ClusteringUpdateRejected(HoodieError):
     """A write's updates or deletes hit file groups that a pending clustering rewrites, and its writer uses
     the reject update strategy (``hoodie.clustering.updates.strategy``: Hudi's default

@@ -3,7 +3,8 @@
 ``HOODIE_FAILPOINTS`` lists the active points, comma-separated. When execution reaches an active point the
 process named by ``HOODIE_FAILPOINT_PID`` (default: this one) is killed with SIGKILL, at once and without
 clean-up. Points in Spark tasks name the driver's pid so that the whole job dies, as when a pod is lost.
-A point written ``name=sleep:SECONDS`` pauses there instead (a slow step, for tests that act mid-job).
+A point written ``name=sleep:SECONDS`` pauses there instead (a slow step, for tests that act mid-job), and
+``name=until:PATH`` pauses until the file ``PATH`` exists (a test releases the step when it is ready).
 With the variable unset (always, in production), :func:`failpoint` costs one dictionary look-up.
 """
 
@@ -21,7 +22,7 @@ logger = logging.getLogger(__name__)
 
 
 def active() -> dict[str, str]:
-    """The active points and their actions (``kill``, or ``sleep:SECONDS``)."""
+    """The active points and their actions (``kill``, ``sleep:SECONDS`` or ``until:PATH``)."""
     raw = os.environ.get(ENV, "")
     out: dict[str, str] = {}
     for entry in raw.split(","):
@@ -42,6 +43,12 @@ def failpoint(name: str) -> None:
         seconds = float(action.removeprefix("sleep:"))
         logger.warning("failpoint %s: sleeping %.1f s", name, seconds)
         time.sleep(seconds)
+        return
+    if action.startswith("until:"):
+        path = action.removeprefix("until:")
+        logger.warning("failpoint %s: waiting for %s", name, path)
+        while not os.path.exists(path):
+            time.sleep(0.05)
         return
     target = int(os.environ.get(PID_ENV) or os.getpid())
     logger.warning("failpoint %s: killing process %d", name, target)

@@ -41,6 +41,7 @@ from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.instant import Instant
 from hoodie.timeline.instant_time import InstantTimeGenerator
+from hoodie.write.attempt import Attempt
 
 TaskT = TypeVar("TaskT")
 ResultT = TypeVar("ResultT")
@@ -182,10 +183,14 @@ class TableService(abc.ABC):
         instant_time: str | None,
         settings: Mapping[str, str],
         table: Table | None = None,
+        fence: Fence | None = None,
     ) -> ServiceJob[Any, Any]:
         """Move the pending instant at ``instant_time`` (default: the earliest) to inflight and split it.
 
         ``table``, when given, is a view the caller read after it claimed the instant; it saves a load.
+        ``fence`` re-checks the caller's right to the instant (its claim and lease); it runs under the table
+        lock right before an abandoned attempt's files are deleted, so a run that lost the instant meanwhile
+        deletes nothing (:func:`~hoodie.write.rollback.rollback_unfinished`).
         Raises :class:`~hoodie.errors.NothingToDo` when there is no such pending instant.
         """
 
@@ -212,8 +217,10 @@ def rolled_back_note(files: int) -> str:
 
 
 def run_in_process(job: ServiceJob[TaskT, ResultT], fence: Fence | None = None, threads: int = 1) -> Done:
-    """Run ``job``'s tasks in this process (on ``threads`` threads) and commit it."""
-    tokens = [f"{i}-0-{i}" for i in range(len(job.tasks))]
+    """Run ``job``'s tasks in this process (on ``threads`` threads), as one attempt with write tokens of its
+    own (:mod:`hoodie.write.attempt`), and commit it."""
+    attempt = Attempt.new()
+    tokens = [attempt.write_token(i) for i in range(len(job.tasks))]
     if threads > 1 and len(job.tasks) > 1:
         with ThreadPoolExecutor(max_workers=min(threads, len(job.tasks))) as pool:
             results = list(pool.map(job.run_task, job.tasks, tokens))

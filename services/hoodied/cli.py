@@ -26,9 +26,12 @@
     hoodied archive PATH [--conf key=value ...]
     hoodied demo [--path DIR] [--duration S] [--port N] [--interval S] [--batch-rows N] [--drain-timeout S]
 
-Exit status 3: a clustering aborted on a conflict with a write (rolled back; schedule again), an inflight
-instant that hoodied did not start was left alone (its owner may be running it: ``--take-over`` runs it), or
-an indexing waits for older pending writes (run it again once they completed).
+Exit status 3: a clustering aborted on a conflict with a write (rolled back; schedule again), an instant
+another run holds (its heartbeat is fresh: the message names the replica, host, pid and since when;
+``--take-over`` waits for the heartbeat to expire, then runs it), an inflight instant that hoodied did not
+start was left alone (its owner may be running it: ``--take-over`` runs it), a run that lost the race to
+another (nothing of the winner's is touched), or an indexing waits for older pending writes (run it again once
+they completed).
 
 Errors print one line (``hoodied: error: ...``) to stderr and exit with status 2 for bad input (a table we
 refuse, a damaged file) or 1 for anything unexpected.
@@ -39,7 +42,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from hoodie.errors import HoodieError
@@ -367,30 +371,37 @@ def _run_pending(
         instant = pending[0].time
     with LocalClaim(storage, name, instant) as claim:
         spark = spark_session(SparkConfig(master=args.spark_master, conf=spark_conf)) if use_spark else None
-        try:
-            run = run_service_job(
-                spark,
-                service,
-                storage,
-                lock,
-                instant,
-                settings=settings,
-                fence=claim.check,
-                replica="hoodied-cli",
-                foreign_after=0.0 if args.take_over else NEVER,
-            )
-        except NothingToDo as e:
-            print(str(e))
-            return 0
-        except ForeignInstant as e:
-            print(f"{e}; --take-over runs it anyway")
-            return 3
-        except Deferred as e:
-            print(f"{name} {instant} not run yet: {e}")
-            return 3
-        except CommitConflict as e:
-            print(f"{name} {instant} aborted: {e}")
-            return 3
+        while True:
+            try:
+                run = run_service_job(
+                    spark,
+                    service,
+                    storage,
+                    lock,
+                    instant,
+                    settings=settings,
+                    fence=claim.check,
+                    replica="hoodied-cli",
+                    foreign_after=0.0 if args.take_over else NEVER,
+                )
+                break
+            except NothingToDo as e:
+                print(str(e))
+                return 0
+            except ForeignInstant as e:
+                wait = _until_lease_expires(storage, instant, settings) if args.take_over else None
+                if wait is None:
+                    hint = "" if args.take_over else "; --take-over runs it once its heartbeat expired"
+                    print(f"{e}{hint}")
+                    return 3
+                print(f"{e}; --take-over: waiting {wait:.0f} s for its heartbeat to expire", flush=True)
+                time.sleep(wait)
+            except Deferred as e:
+                print(f"{name} {instant} not run yet: {e}")
+                return 3
+            except CommitConflict as e:
+                print(f"{name} {instant} aborted: {e}")
+                return 3
     print(
         f"completed {name} {instant}: {run.done.summary}, in {run.seconds:.1f} s ({run.tasks} task(s) "
         + ("on Spark)" if run.on_executors else "in this process)")
@@ -398,11 +409,25 @@ def _run_pending(
     return 0
 
 
+def _until_lease_expires(storage: Storage, instant: str, settings: Mapping[str, str]) -> float | None:
+    """Seconds until the heartbeat of ``instant`` expires (a little more), or ``None`` when it is not fresh
+    (then the instant was refused for another reason, which waiting does not change)."""
+    from hoodie.write.heartbeat import HeartbeatConfig, read_lease
+
+    config = HeartbeatConfig.from_config(settings)
+    lease = read_lease(storage, instant)
+    now_ms = int(time.time() * 1000)
+    if not lease.fresh(config, now_ms):
+        return None
+    return max(0.0, (lease.beat_ms + config.expiry_ms - now_ms) / 1000) + 0.5
+
+
 def _cmd_clean(args: argparse.Namespace) -> int:
     from hoodie.clean.plan import POLICY, CleanConfig, FailedWritesPolicy, pending_cleans, schedule_clean
     from hoodie.failpoints import arm_for_children, failpoint
     from hoodie.table import Table
-    from hoodie.write.failed_writes import HeartbeatConfig, rollback_failed_writes
+    from hoodie.write.failed_writes import rollback_failed_writes
+    from hoodie.write.heartbeat import HeartbeatConfig
 
     arm_for_children()
     hoodie_conf, spark_conf = _parse_conf(args.conf or [])
@@ -594,8 +619,10 @@ def _add_instant_option(p: argparse.ArgumentParser, service: str) -> None:
     p.add_argument(
         "--take-over",
         action="store_true",
-        help=f"run an inflight {service} that hoodied did not start although its owner may be alive (it is "
-        "rolled back first; without this flag it is refused unless its Hudi heartbeat expired)",
+        help=f"run an inflight {service} whose owner may be alive: wait for its heartbeat to expire (a live "
+        "run's never does: stop its owner first), then roll it back and run it (without this flag an "
+        "inflight instant hoodied did not start is refused unless its heartbeat expired, and a fresh "
+        "heartbeat always is)",
     )
 
 

@@ -9,8 +9,19 @@ Its size (tasks, plan bytes, CPUs a task) and whether it runs on executors at al
 :mod:`hoodied.job_sizing`. Every task first checks that its executor runs the driver's code
 (:mod:`hoodied.executor_code`).
 
-Each task's write token is Spark's ``<partition id>-<stage id>-<task attempt id>``, as Hudi's: a retried
-or speculative attempt writes files of its own, which the driver deletes before it commits.
+Each task's write token is ``<partition id>-<attempt number>-<task attempt id>``: Hudi's form with the run's
+random attempt number where Spark's stage id would be (:mod:`hoodie.write.attempt`), so a retried or
+speculative task attempt writes files of its own (the driver deletes them before it commits), and so does
+every other run of the same instant, in any process: no two runs ever write a file of the same name.
+
+**The lease.** A run holds its instant's lease from before it touches the instant until it ends: Hudi's
+heartbeat file ``.hoodie/.heartbeat/<instant>``, beaten every ``hoodie.client.heartbeat.interval_in_ms``,
+taken and beaten by compare-and-set (:class:`~hoodie.write.heartbeat.InstantLease`). It makes the run visible
+to every other executor whatever its claims (another daemon, a one-off command, a second name of the table):
+an instant whose lease is fresh is left alone (:class:`~hoodied.errors.ForeignInstant`, naming the holder),
+never rolled back. The run's fence is its claim *and* its lease, re-read under the table lock before any
+rollback and before the commit; a run that lost either (a pause past the expiry, a takeover) commits nothing
+and deletes only files its own attempt wrote.
 
 When a task fails, Spark ends the job at once while the other tasks of the attempt may still be running (a
 killed Python worker dies up to ``spark.python.task.killTimeout`` later): rolling back then would race them,
@@ -40,14 +51,23 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pyspark import TaskContext
 from pyspark.resource import ResourceProfile, ResourceProfileBuilder, TaskResourceRequests
 
-from hoodie.errors import CommitConflict, HoodieError
+from hoodie.errors import CommitConflict, HoodieError, LeaseHeld, LeaseLost, LostRace
 from hoodie.lock import LockProvider
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.table_service import Done, Fence, ServiceJob, TableService
 from hoodie.timeline.instant import Instant, State
-from hoodie.write.rollback import rollback_unfinished
-from hoodied.errors import CORRUPT_DATA_ERRORS, CorruptData, ForeignInstant, JobCancelled, JobFailed
+from hoodie.write.attempt import Attempt
+from hoodie.write.heartbeat import HeartbeatConfig, InstantLease
+from hoodie.write.rollback import discard_attempt_files, rollback_unfinished
+from hoodied.errors import (
+    CORRUPT_DATA_ERRORS,
+    ClaimLost,
+    CorruptData,
+    ForeignInstant,
+    JobCancelled,
+    JobFailed,
+)
 from hoodied.executor_code import CodeStamp, check_code, code_stamp
 from hoodied.job_sizing import ExecutorShape, JobSize, SizingSettings, memory_warning, size_job
 from hoodied.ownership import NEVER, decide, forget_start, record_start
@@ -112,43 +132,57 @@ def run_service_job(
     """
     started = time.monotonic()
     settings = settings or {}
-    job, attempt = _prepare(
-        service, storage, lock, instant_time, settings, table, replica, foreign_after, fence
+    attempt = Attempt.new()
+    job, lease, fence = _prepare(
+        service, storage, lock, instant_time, settings, table, replica, foreign_after, fence, attempt
     )
-    sizing = sizing or SizingSettings()
-    executor = None
-    if spark is not None:
-        sc = spark.sparkContext
-        conf = dict(sc.getConf().getAll())
-        executor = ExecutorShape.from_conf(conf, sc.master or "local", sizing.executor_python_memory)
-    size = size_job(job.task_bytes, len(job.tasks), sizing, executor)
-    on_executors = spark is not None and not job.in_driver and not size.in_driver and bool(job.tasks)
-    T = job.instant.time
-    table_name = job.table_name or storage.uri.rstrip("/").rsplit("/", 1)[-1]
-    warning = memory_warning(size, executor) if on_executors else None
-    if warning:
-        logger.warning("%s %s of %s: %s", job.service, T, storage.uri, warning)
     try:
-        if on_executors:
-            assert spark is not None
-            group = job_group(job.service, T)
-            results = run_tasks(
-                spark,
-                group,
-                f"hoodied {job.service} {table_name} {T}: {size.describe()}",
-                job.tasks,
-                partial(_run_task, job.run_task, code_stamp()),
-                task_cpus=size.task_cpus,
-            )
-        else:
-            results = _run_in_driver(job)
-    except Exception as e:  # Py4JJavaError carries the Python traceback of the failed task
-        _failed(e, spark if on_executors else None, storage, lock, job, fence, attempt)
-    why = cancelled() if cancelled is not None else None
-    if why is not None:
-        _abandon(job, storage, lock, fence, attempt, JobCancelled, f"cancelled {why} before its commit")
-    done = job.commit(results, fence)
-    forget_start(storage, job.service, done.instant.time)
+        sizing = sizing or SizingSettings()
+        executor = None
+        if spark is not None:
+            sc = spark.sparkContext
+            conf = dict(sc.getConf().getAll())
+            executor = ExecutorShape.from_conf(conf, sc.master or "local", sizing.executor_python_memory)
+        size = size_job(job.task_bytes, len(job.tasks), sizing, executor)
+        on_executors = spark is not None and not job.in_driver and not size.in_driver and bool(job.tasks)
+        T = job.instant.time
+        table_name = job.table_name or storage.uri.rstrip("/").rsplit("/", 1)[-1]
+        warning = memory_warning(size, executor) if on_executors else None
+        if warning:
+            logger.warning("%s %s of %s: %s", job.service, T, storage.uri, warning)
+        group = job_group(job.service, T)
+        if lease is not None and spark is not None:
+            context = spark.sparkContext
+            lease.on_lost(lambda why: context.cancelJobGroup(group))
+        try:
+            if on_executors:
+                assert spark is not None
+                results = run_tasks(
+                    spark,
+                    group,
+                    f"hoodied {job.service} {table_name} {T}: {size.describe()}",
+                    job.tasks,
+                    partial(_run_task, job.run_task, code_stamp(), attempt),
+                    task_cpus=size.task_cpus,
+                )
+            else:
+                results = _run_in_driver(job, attempt)
+        except Exception as e:  # Py4JJavaError carries the Python traceback of the failed task
+            _failed(e, spark if on_executors else None, storage, lock, job, fence, attempt)
+        why = cancelled() if cancelled is not None else None
+        if why is not None:
+            _abandon(job, storage, lock, fence, attempt, JobCancelled, f"cancelled {why} before its commit")
+        try:
+            done = job.commit(results, fence)
+        except (ClaimLost, LeaseLost):
+            # Not ours to complete any more: what this attempt wrote goes (nobody else's), the rest stays.
+            if job.rollback_groups is not None:
+                discard_attempt_files(storage, T, job.rollback_groups, attempt.number)
+            raise
+        forget_start(storage, job.service, done.instant.time)
+    finally:
+        if lease is not None:
+            lease.release()
     seconds = time.monotonic() - started
     return JobRun(done, seconds, len(job.tasks), on_executors, job.rolled_back_files, size)
 
@@ -162,35 +196,54 @@ def _prepare(
     table: Table | None,
     replica: str,
     foreign_after: float,
-    fence: Fence | None,
-) -> tuple[ServiceJob[Any, Any], str | None]:
-    """The service's prepare step, with the instant's start recorded first (see :func:`run_service_job`);
-    returns the job and the token of the start record written (``None``: nothing was pending)."""
+    claim_fence: Fence | None,
+    attempt: Attempt,
+) -> tuple[ServiceJob[Any, Any], InstantLease | None, Fence]:
+    """The service's prepare step, with the instant's lease taken and its start recorded first (see
+    :func:`run_service_job`). Returns the job, the lease this run holds (``None`` when nothing was pending)
+    and the run's fence: the caller's claim (``claim_fence``) and the lease, re-read."""
     view = table or Table.load(storage)
     pending = service.pending(view)
     instant = next((i for i in pending if instant_time in (None, i.time)), None)
     if instant is None:  # nothing pending: the service's prepare says so in its own words
-        return service.prepare(storage, lock, instant_time, settings, view), None
+        return service.prepare(storage, lock, instant_time, settings, view), None, claim_fence or _no_fence
+    where = f"{service.name} {instant.time} of {storage.uri}"
     if instant.state is State.INFLIGHT:
         verdict = decide(view, service.name, instant, settings, foreign_after)
         if not verdict.allowed:
-            raise ForeignInstant(
-                f"{service.name} {instant.time} of {storage.uri} is inflight: {verdict.reason}"
-            )
+            raise ForeignInstant(f"{where} is inflight: {verdict.reason}")
         if verdict.foreign:
-            logger.warning(
-                "taking over %s %s of %s: %s", service.name, instant.time, storage.uri, verdict.reason
-            )
-    if fence is not None:
-        fence()  # a run whose claim lapsed while it read must not record itself over the new holder's start
-    attempt = record_start(storage, service.name, instant.time, replica)
+            logger.warning("taking over %s: %s", where, verdict.reason)
+    lease = InstantLease(
+        storage, instant.time, HeartbeatConfig.from_config(settings), replica=replica, attempt=attempt.id
+    )
+
+    def fence() -> None:
+        if claim_fence is not None:
+            claim_fence()
+        lease.check(reread=True)
+
     try:
-        return service.prepare(storage, lock, instant.time, settings, view), attempt
-    except Exception as e:
-        if isinstance(e, CommitConflict) or not _inflight(storage, instant):
-            # Another process started it, or nobody did: this attempt's record goes (not theirs).
-            forget_start(storage, service.name, instant.time, attempt)
+        lease.take()
+    except LeaseHeld as e:
+        raise ForeignInstant(f"{where} is being run elsewhere: {e}") from e
+    try:
+        fence()  # a run whose claim lapsed while it read must not record itself over the new holder's start
+        record_start(storage, service.name, instant.time, replica, attempt.id)
+        try:
+            return service.prepare(storage, lock, instant.time, settings, view, fence=fence), lease, fence
+        except Exception as e:
+            if isinstance(e, CommitConflict) or not _inflight(storage, instant):
+                # Another process started it, or nobody did: this attempt's record goes (not theirs).
+                forget_start(storage, service.name, instant.time, attempt.id)
+            raise
+    except BaseException:
+        lease.release()
         raise
+
+
+def _no_fence() -> None:
+    """The fence of a run that holds nothing (nothing was pending: its prepare raises before any write)."""
 
 
 def _inflight(storage: Storage, instant: Instant) -> bool:
@@ -201,15 +254,15 @@ def _inflight(storage: Storage, instant: Instant) -> bool:
     return now is not None and now.state is State.INFLIGHT
 
 
-def _run_task(run_task: Callable[[Any, str], _R], code: CodeStamp, task: Any) -> _R:
-    """An executor's side of a task: the code check, then the service's ``run_task`` with the attempt's
-    write token."""
+def _run_task(run_task: Callable[[Any, str], _R], code: CodeStamp, attempt: Attempt, task: Any) -> _R:
+    """An executor's side of a task: the code check, then the service's ``run_task`` with the task
+    attempt's write token."""
     check_code(code)
-    return run_task(task, write_token(getattr(task, "index", 0)))
+    return run_task(task, write_token(attempt, getattr(task, "index", 0)))
 
 
-def _run_in_driver(job: ServiceJob[Any, _R]) -> list[_R]:
-    tokens = [f"{i}-0-{i}" for i in range(len(job.tasks))]
+def _run_in_driver(job: ServiceJob[Any, _R], attempt: Attempt) -> list[_R]:
+    tokens = [attempt.write_token(i) for i in range(len(job.tasks))]
     if len(job.tasks) <= 1:
         return [job.run_task(t, token) for t, token in zip(job.tasks, tokens, strict=True)]
     with ThreadPoolExecutor(max_workers=min(DRIVER_THREADS, len(job.tasks))) as pool:
@@ -222,8 +275,8 @@ def _failed(
     storage: Storage,
     lock: LockProvider,
     job: ServiceJob[Any, Any],
-    fence: Fence | None,
-    attempt: str | None,
+    fence: Fence,
+    attempt: Attempt,
 ) -> None:
     """A task failed: raise why, after rolling the attempt back when its tasks write files (then the
     instant goes back to requested). Jobs whose tasks write nothing stay pending as they are."""
@@ -248,23 +301,32 @@ def _abandon(
     job: ServiceJob[Any, Any],
     storage: Storage,
     lock: LockProvider,
-    fence: Fence | None,
-    attempt: str | None,
+    fence: Fence,
+    attempt: Attempt,
     error: type[JobFailed],
     why: str,
     cause: BaseException | None = None,
 ) -> None:
     """Drop a job whose tasks no longer run, raising ``error`` (from ``cause``): its attempt is rolled back
     when its tasks write files (the instant goes back to requested); jobs whose tasks write nothing stay
-    pending as they are."""
+    pending as they are. A run that lost its claim or lease (the fence, checked again under the lock by the
+    rollback) rolls nothing back: it deletes only the files its own attempt wrote and raises the loss."""
     T = job.instant.time
     what = f"{job.service} {T} of {storage.uri}"
     if job.rollback_groups is None:
         raise error(f"{what} {why} (stays pending, re-runnable)") from cause
-    if fence is not None:
+    try:
         fence()
-    rollback_unfinished(storage, lock, job.instant, job.rollback_groups)
-    forget_start(storage, job.service, T, attempt)  # requested again: whoever starts it next records itself
+        rollback_unfinished(storage, lock, job.instant, job.rollback_groups, fence=fence)
+    except (ClaimLost, LeaseLost) as lost:
+        discarded = discard_attempt_files(storage, T, job.rollback_groups, attempt.number)
+        raise LostRace(
+            f"{what} {why}; it no longer holds the instant ({lost}), so nothing of it was rolled back "
+            f"(only its own attempt's {len(discarded)} file(s) were deleted)"
+        ) from cause
+    forget_start(
+        storage, job.service, T, attempt.id
+    )  # requested again: whoever starts it next records itself
     raise error(f"{what} {why} (rolled back to requested)") from cause
 
 
@@ -272,12 +334,13 @@ def job_group(action: str, instant_time: str) -> str:
     return f"hoodied-{action}-{instant_time}"
 
 
-def write_token(fallback_index: int) -> str:
-    """The running Spark task's write token (``<index>-0-0`` outside Spark)."""
+def write_token(attempt: Attempt, fallback_index: int) -> str:
+    """The running Spark task attempt's write token in ``attempt`` (module doc; task ``fallback_index``'s
+    first attempt outside Spark)."""
     ctx = TaskContext.get()
     if ctx is None:
-        return f"{fallback_index}-0-0"
-    return f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.taskAttemptId()}"
+        return attempt.write_token(fallback_index)
+    return attempt.write_token(ctx.partitionId(), ctx.taskAttemptId())
 
 
 def run_tasks(

@@ -28,9 +28,21 @@ from hoodied import package_version
 #: ``kind`` label values of ``hoodied_jobs_failed_total``: ``failed`` = definitely failed (rolled back),
 #: ``claim_lost`` = our claim was taken (the job must not commit), ``conflict`` = a conflicting write won,
 #: ``cancelled`` = stopped on shutdown or on request, ``unknown`` = the outcome of the commit is not known,
-#: ``corrupt`` = committed data the job must rewrite is damaged (given up at once).
+#: ``corrupt`` = committed data the job must rewrite is damaged (given up at once), ``lost_race`` = another
+#: run of the same instant (another daemon, a one-off command) completed or took it over first: nothing
+#: committed, only the run's own files deleted.
 FAILURE_KINDS: Final = frozenset(
-    {"failed", "claim_lost", "conflict", "cancelled", "unknown", "corrupt", "foreign", "deferred"}
+    {
+        "failed",
+        "claim_lost",
+        "conflict",
+        "cancelled",
+        "unknown",
+        "corrupt",
+        "foreign",
+        "deferred",
+        "lost_race",
+    }
 )
 
 #: States of ``hoodied_zookeeper_state``: kazoo's connection states, CLOSED after the daemon closed its
@@ -156,7 +168,8 @@ class Metrics:
             "hoodied_jobs_failed_total",
             "Table-service jobs that did not commit, by kind: failed (definitely failed, rolled back), "
             "claim_lost, conflict, cancelled, unknown (the commit's outcome is not known), corrupt "
-            "(committed data is damaged).",
+            "(committed data is damaged), lost_race (another run of the instant completed or took it over "
+            "first), foreign (left to its live owner), deferred.",
             (*_TABLE_ACTION, "kind"),
         )
         self.jobs_running = self._gauge(

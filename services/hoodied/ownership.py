@@ -38,14 +38,13 @@ import math
 import os
 import socket
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.instant import Instant
-from hoodie.write.failed_writes import HeartbeatConfig, last_heartbeat_ms
+from hoodie.write.heartbeat import HeartbeatConfig, read_lease
 from hoodied.coordination import claim_name
 
 STARTED_FOLDER = ".hoodie/.aux/hoodied/started"
@@ -60,10 +59,10 @@ def _record_path(service: str, instant_time: str) -> str:
     return f"{STARTED_FOLDER}/{claim_name(service, instant_time)}.json"
 
 
-def record_start(storage: Storage, service: str, instant_time: str, replica: str) -> str:
-    """Record that hoodied's ``replica`` starts ``service``'s instant (written before its inflight file);
-    returns the attempt's token, which :func:`forget_start` needs to remove this record and no other."""
-    attempt = uuid.uuid4().hex
+def record_start(storage: Storage, service: str, instant_time: str, replica: str, attempt: str) -> str:
+    """Record that hoodied's ``replica`` starts ``service``'s instant as ``attempt`` (written before its
+    inflight file); returns the attempt, which :func:`forget_start` needs to remove this record and no
+    other."""
     record = {
         "replica": replica,
         "host": socket.gethostname(),
@@ -133,13 +132,14 @@ def decide(
     storage = table.storage
     now = time.time() if now is None else now
     record = started_by(storage, service, instant.time)
-    beat_ms = last_heartbeat_ms(storage, instant.time)
-    expiry_ms = HeartbeatConfig.from_config(settings).expiry_ms
-    if beat_ms and now * 1000 - beat_ms < expiry_ms:
+    lease = read_lease(storage, instant.time)
+    beat_ms = lease.beat_ms
+    if lease.fresh(HeartbeatConfig.from_config(settings), int(now * 1000)):
+        who = lease.holder.describe() if lease.holder is not None else "its writer"
         return Takeover(
             False,
-            f"its Hudi heartbeat is fresh (written {max(0.0, now - beat_ms / 1000):.0f} s ago): its writer "
-            "is alive",
+            f"its heartbeat is fresh (written {max(0.0, now - beat_ms / 1000):.0f} s ago): {who} is alive "
+            "(a fresh heartbeat is never taken over)",
             record is None,
         )
     if record is not None:

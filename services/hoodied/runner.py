@@ -25,7 +25,15 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
-from hoodie.errors import CommitConflict, Deferred, HoodieError, NothingToDo, WriteOutcomeUnknown
+from hoodie.errors import (
+    CommitConflict,
+    Deferred,
+    HoodieError,
+    LeaseLost,
+    LostRace,
+    NothingToDo,
+    WriteOutcomeUnknown,
+)
 from hoodie.registry import service_named
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -307,6 +315,9 @@ class Runner:
             self.metrics.count_requests(table.name, item.service, job_storage.requests.snapshot())
         except ClaimLost as e:
             outcome = self._outcome(item, False, "claim_lost", f"claim lost, not committed: {e}", started)
+        except (LostRace, LeaseLost) as e:
+            logger.warning("%s %s of %s lost the race: %s", item.service, T, table.name, e)
+            outcome = self._outcome(item, False, "lost_race", f"lost the race: {e}", started)
         except CommitConflict as e:
             outcome = self._outcome(item, False, "conflict", f"aborted on a conflicting write: {e}", started)
         except NothingToDo as e:

@@ -55,9 +55,9 @@ class JobOutcome:
     service: str
     instant: str
     ok: bool
-    kind: (
-        str  # done | already_done | failed | claim_lost | conflict | cancelled | unknown | corrupt | foreign
-    )
+    #: done | already_done | failed | claim_lost | conflict | cancelled | unknown | corrupt | foreign
+    #: | lost_race
+    kind: str
     message: str
     seconds: float
     records: int = 0

@@ -64,7 +64,7 @@ def test_the_takeover_rule(tmp_path: Path) -> None:
     assert expired.allowed
     assert "heartbeat expired" in expired.reason
 
-    record_start(storage, "compaction", target.time, "r1")
+    record_start(storage, "compaction", target.time, "r1", "a1")
     assert started_by(storage, "compaction", target.time) is not None
     ours = decide(table, "compaction", instant, short, NEVER, now + 3)
     assert ours.allowed
@@ -101,7 +101,7 @@ def test_a_run_whose_claim_lapsed_leaves_the_new_holders_start_alone(tmp_path: P
     target = t.pending[1]
     before = snapshot(t.root)
     seen = Table.open(str(t.root))  # the late runner's view: requested
-    record_start(storage, "compaction", target.time, "r1")  # r1 holds the claim now and starts it
+    record_start(storage, "compaction", target.time, "r1", "a2")  # r1 holds the claim now and starts it
     prepare_compaction(storage, lock, target.time)
 
     def lapsed() -> None:
@@ -121,15 +121,15 @@ def test_forgetting_an_attempt_removes_its_record_only(tmp_path: Path) -> None:
     t = mor_table(tmp_path / "t", 6, seed=36)
     storage = Storage.for_uri(str(t.root))
     T = t.pending[1].time
-    first = record_start(storage, "compaction", T, "r1")
-    second = record_start(storage, "compaction", T, "r2")  # r2 recorded itself since
+    first = record_start(storage, "compaction", T, "r1", "a3")
+    second = record_start(storage, "compaction", T, "r2", "a4")  # r2 recorded itself since
     forget_start(storage, "compaction", T, first)
     record = started_by(storage, "compaction", T)
     assert record is not None
     assert record["replica"] == "r2"
     forget_start(storage, "compaction", T, second)
     assert started_by(storage, "compaction", T) is None
-    record_start(storage, "compaction", T, "r1")
+    record_start(storage, "compaction", T, "r1", "a5")
     forget_start(storage, "compaction", T)  # the instant completed: whoever's record it is goes
     assert started_by(storage, "compaction", T) is None
 
@@ -157,7 +157,7 @@ def test_a_one_off_run_refuses_a_foreign_instant_unless_told_to_take_it_over(
     assert main(command) == 3
     out = capsys.readouterr().out
     assert f"clean {clean.time} of {t.root} is inflight: not started by hoodied" in out
-    assert "--take-over runs it anyway" in out
+    assert "--take-over runs it" in out
     _inflight(t.root, clean)
     old = time.time() - 3600
     os.utime(inflight, (old, old))  # an hour old changes nothing: the one-off run has no age limit

@@ -118,7 +118,7 @@ def test_an_abandoned_inflight_instant_is_taken_over_after_the_grace(tmp_path: P
     before = snapshot(t.root)
     storage = Storage.for_uri(str(t.root))
     target = t.pending[1]
-    record_start(storage, "compaction", target.time, "dead")  # a hoodied runner that then died
+    record_start(storage, "compaction", target.time, "dead", "a1")  # a hoodied runner that then died
     prepare_compaction(storage, FileSystemLock(storage), target.time)
     config = DaemonConfig.parse(
         f"metrics: {{port: null}}\njobs: {{takeover_grace: 60s}}\ntables: [{t.root}]\n"

@@ -28,6 +28,12 @@ from support.zk_server import ZooKeeperServer
 SESSION_TIMEOUT = 6.0
 POLL_INTERVAL = 1.0
 TAKEOVER_GRACE = 2.0
+#: The instants' heartbeat (the lease every run holds, hoodie.write.heartbeat): 1 s, expired after 2 s
+#: without a beat, so that a killed or frozen replica's instants are taken over within the tests' bounds.
+HEARTBEAT = {
+    "hoodie.client.heartbeat.interval_in_ms": "1000",
+    "hoodie.client.heartbeat.tolerable.misses": "2",
+}
 
 
 @dataclass
@@ -154,6 +160,7 @@ class Cluster:
                 metrics: {{host: 127.0.0.1, port: {port}}}
                 logging: {{format: json}}
                 jobs: {{takeover_grace: {TAKEOVER_GRACE}s, shutdown_grace: 60s, backoff: 1s, max_attempts: 3}}
+                defaults: {{hoodie: {{{", ".join(f'"{k}": "{v}"' for k, v in HEARTBEAT.items())}}}}}
                 """
             )
             + (extra.rstrip() + "\n" if extra else "")

@@ -18,7 +18,7 @@ from hoodie.errors import NothingToDo
 from hoodie.lock import LockProvider
 from hoodie.storage import Storage
 from hoodie.table import Table
-from hoodie.table_service import Maintained, Scheduled, ServiceJob, TableService
+from hoodie.table_service import Fence, Maintained, Scheduled, ServiceJob, TableService
 from hoodie.timeline.instant import Instant
 from hoodie.timeline.instant_time import InstantTimeGenerator
 
@@ -54,6 +54,7 @@ class Archival(TableService):
         instant_time: str | None,
         settings: Mapping[str, str],
         table: Table | None = None,
+        fence: Fence | None = None,
     ) -> ServiceJob[Any, Any]:
         raise NothingToDo("archival has no pending instants")
 

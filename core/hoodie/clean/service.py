@@ -32,7 +32,8 @@ from hoodie.table import Table
 from hoodie.table_service import Done, Fence, Scheduled, ServiceJob, TableService
 from hoodie.timeline.instant import Instant
 from hoodie.timeline.instant_time import InstantTimeGenerator
-from hoodie.write.failed_writes import HeartbeatConfig, rollback_failed_writes
+from hoodie.write.failed_writes import rollback_failed_writes
+from hoodie.write.heartbeat import HeartbeatConfig
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +110,7 @@ class Clean(TableService):
         instant_time: str | None,
         settings: Mapping[str, str],
         table: Table | None = None,
+        fence: Fence | None = None,
     ) -> ServiceJob[DeleteBatch, list[DeleteResult]]:
         started = time.monotonic()
         concurrency = delete_concurrency(settings)  # a bad value fails before the clean goes inflight

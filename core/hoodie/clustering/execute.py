@@ -235,6 +235,7 @@ def prepare_clustering(
     parquet: ParquetOptions | None = None,
     time_generator: InstantTimeGenerator | None = None,
     view: Table | None = None,
+    fence: Callable[[], None] | None = None,
     layout: LayoutConfig | None = None,
 ) -> PreparedClustering:
     """Move the clustering at ``instant_time`` (default: the earliest pending one) to inflight.
@@ -263,7 +264,9 @@ def prepare_clustering(
         raise CorruptTimelineFile(f"clustering {instant.time} of {storage.uri} holds no clustering plan")
     sort_columns, strategy = _check_executable(plan, instant.time, layout or LayoutConfig())
     _check_curve_columns(table, instant.time, sort_columns, strategy)
-    instant, rolled_back = restart_abandoned(storage, lock, instant, _rollback_groups(plan), generator)
+    instant, rolled_back = restart_abandoned(
+        storage, lock, instant, _rollback_groups(plan), generator, fence=fence
+    )
     if rolled_back is not None:
         table = Table.load(storage)
     conflict = find_conflict(table, instant.time, plan)

@@ -81,6 +81,7 @@ class Clustering(TableService):
         instant_time: str | None,
         settings: Mapping[str, str],
         table: Table | None = None,
+        fence: Fence | None = None,
     ) -> ServiceJob[ClusteringTask, TaskResult]:
         prepared = prepare_clustering(
             storage,
@@ -88,6 +89,7 @@ class Clustering(TableService):
             instant_time,
             parquet=ParquetOptions.from_config(settings) if settings else None,
             view=table,
+            fence=fence,
             # A plan naming no layout (Hudi's never do) is ordered as this table's settings say, as Hudi's
             # executors take it from their own config.
             layout=LayoutConfig.from_config(settings) if settings else None,

@@ -147,6 +147,7 @@ def prepare_compaction(
     parquet: ParquetOptions | None = None,
     time_generator: InstantTimeGenerator | None = None,
     view: Table | None = None,
+    fence: Callable[[], None] | None = None,
 ) -> PreparedCompaction:
     """Move the compaction at ``instant_time`` (default: the earliest pending one) to inflight.
 
@@ -170,7 +171,7 @@ def prepare_compaction(
         storage.read(table.timeline.file_of(instant.time, State.REQUESTED)), base_path=storage.uri
     )
     groups = [(op.partition_path, op.file_id) for op in plan.operations]
-    instant, rolled_back = restart_abandoned(storage, lock, instant, groups, generator)
+    instant, rolled_back = restart_abandoned(storage, lock, instant, groups, generator, fence=fence)
     if rolled_back is not None:
         table = Table.load(storage)
     schema = writer_schema(table, writes="base files", failed=CompactionFailed)

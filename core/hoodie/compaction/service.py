@@ -88,6 +88,7 @@ class Compaction(TableService):
         instant_time: str | None,
         settings: Mapping[str, str],
         table: Table | None = None,
+        fence: Fence | None = None,
     ) -> ServiceJob[CompactionTask, TaskResult]:
         prepared = prepare_compaction(
             storage,
@@ -95,6 +96,7 @@ class Compaction(TableService):
             instant_time,
             parquet=ParquetOptions.from_config(settings) if settings else None,
             view=table,
+            fence=fence,
         )
         rolled = len(prepared.rolled_back.deleted) if prepared.rolled_back else 0
 

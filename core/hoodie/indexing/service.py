@@ -130,6 +130,7 @@ class Indexing(TableService):
         instant_time: str | None,
         settings: Mapping[str, str],
         table: Table | None = None,
+        fence: Fence | None = None,
     ) -> ServiceJob[IndexTask, IndexShare]:
         view = table if table is not None else Table.load(storage)
         instant, partitions = pending_indexing_plan(view, instant_time)

@@ -36,6 +36,7 @@ hold only its blocks, :func:`~hoodie.write.rollback.rollback_unfinished`) and ru
 from __future__ import annotations
 
 import logging
+import posixpath
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -77,6 +78,7 @@ from hoodie.timeline.metadata import (
     encode_commit_metadata,
 )
 from hoodie.timeline.writer import TimelineWriter
+from hoodie.write.attempt import attempt_of_file
 from hoodie.write.base_file import with_meta_fields
 from hoodie.write.markers import IOType, Markers, sweep_completed
 from hoodie.write.rollback import RollbackResult, files_written_by
@@ -84,6 +86,7 @@ from hoodie.write.service_commit import (
     by_partition,
     check_still_inflight,
     complete_rewrite,
+    own_attempts,
 )
 from hoodie.write.service_instant import pending_instant, restart_abandoned, results_by_task, writer_schema
 
@@ -179,6 +182,7 @@ def prepare_log_compaction(
     settings: LogCompactionConfig | None = None,
     time_generator: InstantTimeGenerator | None = None,
     view: Table | None = None,
+    fence: Callable[[], None] | None = None,
 ) -> PreparedLogCompaction:
     """Move the log compaction at ``instant_time`` (default: the earliest pending one) to inflight.
 
@@ -204,7 +208,7 @@ def prepare_log_compaction(
         storage.read(table.timeline.file_of(instant.time, State.REQUESTED)), base_path=storage.uri
     )
     groups = [(op.partition_path, op.file_id) for op in plan.operations]
-    instant, rolled_back = restart_abandoned(storage, lock, instant, groups, generator)
+    instant, rolled_back = restart_abandoned(storage, lock, instant, groups, generator, fence=fence)
     if rolled_back is not None:
         table = Table.load(storage)
     schema = writer_schema(table, writes="log blocks", failed=LogCompactionFailed)
@@ -468,7 +472,12 @@ def commit_log_compaction(
         raise
     check_still_inflight(storage, Table.load(storage), SERVICE, T, LOG_COMPACTION, all_stats)
     named = {s.path for s in stats}
-    strays = tuple(p for p in files_written_by(storage, T, prepared.groups) if p not in named)
+    mine = own_attempts(stats)  # another run's files of this instant are never ours to delete
+    strays = tuple(
+        p
+        for p in files_written_by(storage, T, prepared.groups)
+        if p not in named and attempt_of_file(posixpath.basename(p)) in mine
+    )
     for stray in strays:
         logger.info("log compaction %s: deleting %s, written by a failed or duplicate task attempt", T, stray)
         storage.delete(stray)

@@ -86,6 +86,7 @@ class LogCompaction(TableService):
         instant_time: str | None,
         settings: Mapping[str, str],
         table: Table | None = None,
+        fence: Fence | None = None,
     ) -> ServiceJob[LogCompactionTask, TaskResult]:
         prepared = prepare_log_compaction(
             storage,
@@ -93,6 +94,7 @@ class LogCompaction(TableService):
             instant_time,
             settings=LogCompactionConfig.from_config(settings) if settings else None,
             view=table,
+            fence=fence,
         )
         rolled = len(prepared.rolled_back.deleted) if prepared.rolled_back else 0
 

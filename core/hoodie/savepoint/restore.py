@@ -79,7 +79,8 @@ from hoodie.timeline.metadata import (
 )
 from hoodie.timeline.timeline import Timeline
 from hoodie.timeline.writer import TimelineWriter
-from hoodie.write.failed_writes import FAILED_WRITE_ACTIONS, HeartbeatConfig, last_heartbeat_ms
+from hoodie.write.failed_writes import FAILED_WRITE_ACTIONS
+from hoodie.write.heartbeat import HeartbeatConfig, last_heartbeat_ms
 from hoodie.write.rollback import pending_rollback_of
 
 logger = logging.getLogger(__name__)

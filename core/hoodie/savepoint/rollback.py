@@ -47,7 +47,7 @@ from hoodie.timeline.metadata import (
 )
 from hoodie.timeline.timeline import Timeline
 from hoodie.timeline.writer import TimelineWriter
-from hoodie.write.failed_writes import heartbeat_path
+from hoodie.write.heartbeat import heartbeat_path
 from hoodie.write.markers import Markers
 from hoodie.write.rollback import pending_rollback_of, planned_paths
 

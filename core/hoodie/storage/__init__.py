@@ -17,7 +17,8 @@ What a write promises:
   create-if-absent too; on object stores a plain (multipart) upload: data files are named after their
   writer's token and instant, so no two writers ever share a name (as Hudi writes them).
 - :meth:`Storage.replace_if_version` replaces an object only if it is still the version read
-  (``If-Match``; object stores only), for the storage-based table lock.
+  (``If-Match`` on object stores; a compare under an exclusive ``flock`` of the folder on local disk), for
+  the storage-based table lock and the leases on instants (:mod:`hoodie.write.heartbeat`).
 
 Relative paths may not climb out of the base path (:func:`check_relative`). Every request is counted by kind
 (:attr:`Storage.requests`), per storage and the storages of its folders (:meth:`Storage.child`).
@@ -111,6 +112,12 @@ class Storage:
         """Whether :meth:`create` is an atomic create-if-absent here."""
         return self._backend.conditional_create
 
+    @property
+    def compare_and_set(self) -> bool:
+        """Whether :meth:`replace_if_version` and an atomic :meth:`create` are both available here (local
+        disk, and object stores whose conditional writes are on)."""
+        return self._backend.conditional_create and (self._backend.versioned or self._backend.is_local)
+
     def describe_options(self) -> str:
         """The storage options for messages, secrets hidden."""
         return format_options(self.options)
@@ -145,7 +152,8 @@ class Storage:
         return self._backend.get(self._key(path))
 
     def read_versioned(self, path: str) -> tuple[bytes, str]:
-        """The content of an object and its version (an ETag), for :meth:`replace_if_version`."""
+        """The content of an object and its version (an ETag; locally inode, time and size), for
+        :meth:`replace_if_version`."""
         return self._backend.get_versioned(self._key(path))
 
     def open_input_file(self, path: str) -> pa.NativeFile:
@@ -162,7 +170,7 @@ class Storage:
 
     def replace_if_version(self, path: str, data: bytes, version: str) -> str:
         """Replace an object only if it is still at ``version`` (:class:`~hoodie.errors.VersionConflict`
-        otherwise); returns its new version. Object stores only."""
+        otherwise); returns its new version. Object stores and local disk (not other pyarrow file systems)."""
         return self._backend.put_if_version(self._key(path), data, version)
 
     @contextlib.contextmanager

@@ -98,7 +98,7 @@ from hoodie.timeline.metadata import CommitMetadata, WriteStat, encode_commit_me
 from hoodie.timeline.timeline import Timeline
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.base_file import ParquetOptions, add_meta_columns, write_base_file
-from hoodie.write.failed_writes import Heartbeat, HeartbeatConfig
+from hoodie.write.heartbeat import Heartbeat, HeartbeatConfig
 from hoodie.write.markers import Markers
 from hoodie.write.partition_metafile import write_partition_metafile
 from hoodie.write.service_commit import left_for_later

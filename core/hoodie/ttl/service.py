@@ -96,6 +96,7 @@ class PartitionTTL(TableService):
         instant_time: str | None,
         settings: Mapping[str, str],
         table: Table | None = None,
+        fence: Fence | None = None,
     ) -> ServiceJob[TTLTask, PartitionKeys]:
         prepared = prepare_ttl(storage, lock, instant_time, view=table)
 

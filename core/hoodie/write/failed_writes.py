@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import posixpath
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +35,6 @@ from hoodie.log.block import BlockType, iter_blocks
 from hoodie.log.log_file import LogFile
 from hoodie.log.writer import encode_rollback_command_block, write_log_file
 from hoodie.metadata.writer import forget_metadata_instant
-from hoodie.settings import int_setting
 from hoodie.storage import Storage
 from hoodie.storage.local import partial_write_target
 from hoodie.table import Table
@@ -54,88 +52,14 @@ from hoodie.timeline.metadata import (
     encode_rollback_plan,
 )
 from hoodie.timeline.writer import TimelineWriter
+from hoodie.write.heartbeat import HeartbeatConfig, heartbeat_path, last_heartbeat_ms
 from hoodie.write.markers import Markers
 from hoodie.write.rollback import pending_rollback_of, planned_paths
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT_FOLDER = ".hoodie/.heartbeat"
-HEARTBEAT_INTERVAL_MS = "hoodie.client.heartbeat.interval_in_ms"
-HEARTBEAT_INTERVAL_MS_DEFAULT = 60_000
-HEARTBEAT_TOLERABLE_MISSES = "hoodie.client.heartbeat.tolerable.misses"
-HEARTBEAT_TOLERABLE_MISSES_DEFAULT = 2
 # Pending instants of these actions are ingestion writes (replacecommits may be clustering: not ours).
 FAILED_WRITE_ACTIONS = frozenset({COMMIT, DELTA_COMMIT})
-
-
-@dataclass(frozen=True)
-class HeartbeatConfig:
-    interval_ms: int = HEARTBEAT_INTERVAL_MS_DEFAULT
-    tolerable_misses: int = HEARTBEAT_TOLERABLE_MISSES_DEFAULT
-
-    @property
-    def expiry_ms(self) -> int:
-        return self.interval_ms * self.tolerable_misses
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, str]) -> HeartbeatConfig:
-        return cls(
-            int_setting(config, HEARTBEAT_INTERVAL_MS, HEARTBEAT_INTERVAL_MS_DEFAULT, minimum=1),
-            int_setting(config, HEARTBEAT_TOLERABLE_MISSES, HEARTBEAT_TOLERABLE_MISSES_DEFAULT, minimum=1),
-        )
-
-
-def heartbeat_path(instant_time: str) -> str:
-    return f"{HEARTBEAT_FOLDER}/{instant_time}"
-
-
-class Heartbeat:
-    """A writer's heartbeat for one instant: the file is written at once and every interval on a daemon
-    thread until :meth:`stop`, which deletes it."""
-
-    def __init__(self, storage: Storage, instant_time: str, config: HeartbeatConfig | None = None) -> None:
-        self.storage = storage
-        self.instant_time = instant_time
-        self.config = config or HeartbeatConfig()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def beat(self) -> None:
-        self.storage.create(heartbeat_path(self.instant_time), b"", overwrite=True)
-
-    def start(self) -> Heartbeat:
-        self.beat()
-        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{self.instant_time}", daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.config.interval_ms / 1000):
-            try:
-                self.beat()
-            except (OSError, HoodieError) as e:  # a missed beat; the next one may succeed
-                logger.warning("heartbeat of %s on %s failed: %s", self.instant_time, self.storage.uri, e)
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self.storage.delete(heartbeat_path(self.instant_time))
-
-    def __enter__(self) -> Heartbeat:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def last_heartbeat_ms(storage: Storage, instant_time: str) -> int:
-    """When the instant's heartbeat was last written (epoch ms), 0 when it has none."""
-    path = heartbeat_path(instant_time)
-    if not storage.exists(path):
-        return 0
-    mtime = storage.info(path).mtime_ns
-    return (mtime or 0) // 1_000_000
 
 
 def failed_writes(table: Table, config: HeartbeatConfig, now_ms: int | None = None) -> list[Instant]:
@@ -475,16 +399,9 @@ def finish_orphaned_rollbacks(storage: Storage, lock: LockProvider) -> list[Inst
 
 
 __all__ = [
-    "HEARTBEAT_FOLDER",
-    "HEARTBEAT_INTERVAL_MS",
-    "HEARTBEAT_TOLERABLE_MISSES",
     "FailedWriteRollback",
-    "Heartbeat",
-    "HeartbeatConfig",
     "failed_writes",
     "finish_orphaned_rollbacks",
-    "heartbeat_path",
-    "last_heartbeat_ms",
     "rollback_failed_write",
     "rollback_failed_writes",
     "sweep_rolled_back_files",

@@ -17,18 +17,20 @@ names them or their name carries the instant, and only when they hold intact blo
 instant's: a log file holding another instant's blocks (or none) is never deleted. Nothing else is ever
 deleted: only files carrying the unfinished instant's time, in its plan's partitions.
 
-The caller must know that nobody runs the instant any more (it holds the instant's claim): rolling back a
-live attempt would delete files it is about to commit.
+The caller must know that nobody runs the instant any more (it holds the instant's claim and lease,
+:mod:`hoodie.write.heartbeat`): rolling back a live attempt would delete files it is about to commit. The
+rollback checks that right (``fence``) and the instant's state again under the table lock, right before it
+deletes anything (:func:`rollback_unfinished`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from hoodie.errors import HoodieError, PathOutsideTable
+from hoodie.errors import HoodieError, LostRace, PathOutsideTable
 from hoodie.file_group.base_file import BaseFile
 from hoodie.lock import LockProvider, held
 from hoodie.log.block import BlockType, iter_blocks
@@ -52,6 +54,7 @@ from hoodie.timeline.metadata import (
 from hoodie.timeline.metadata.paths import file_name_in_partition
 from hoodie.timeline.timeline import Timeline
 from hoodie.timeline.writer import TimelineWriter
+from hoodie.write.attempt import attempt_of_file
 from hoodie.write.markers import IOType, Markers
 
 logger = logging.getLogger(__name__)
@@ -103,6 +106,25 @@ def files_written_by(
     return sorted(p for p in found if storage.exists(p))
 
 
+def discard_attempt_files(
+    storage: Storage, instant_time: str, groups: Iterable[tuple[str, str | None]], attempt: int
+) -> list[str]:
+    """Delete the files of ``instant_time`` in ``groups`` that attempt number ``attempt`` wrote (their write
+    tokens name it: :mod:`hoodie.write.attempt`), and nothing else; returns them. A run that lost its
+    instant cleans up after itself this way: no other run, and so no commit, can name a file of its attempt,
+    so this needs no lock and no re-read."""
+    mine = [
+        p
+        for p in files_written_by(storage, instant_time, groups)
+        if attempt_of_file(p.rsplit("/", 1)[-1]) == attempt
+    ]
+    for path in mine:
+        storage.delete(path)
+    if mine:
+        logger.info("%s: deleted %d file(s) of lost attempt %d", instant_time, len(mine), attempt)
+    return mine
+
+
 def _only_blocks_of(storage: Storage, path: str, instant_time: str) -> bool:
     """Whether the log file ``path`` holds intact blocks and all of them were written by ``instant_time``
     (a v6 log file named after a compaction's instant holds the blocks of the writes into its slice)."""
@@ -150,77 +172,86 @@ def rollback_unfinished(
     *,
     time_generator: InstantTimeGenerator | None = None,
     remove: bool = False,
+    fence: Callable[[], None] | None = None,
 ) -> RollbackResult:
     """Roll back the inflight table-service ``instant`` (whose plan covers ``groups``) to requested; with
-    ``remove``, roll the pending (requested or inflight) instant back for good: its plan is deleted too."""
-    if remove:
-        if instant.state is State.COMPLETED:
-            raise HoodieError(f"{instant} has completed; only a pending instant is rolled back here")
-    elif instant.state is not State.INFLIGHT:
-        raise HoodieError(f"only an inflight instant is rolled back to requested; {instant} is not inflight")
+    ``remove``, roll the pending (requested or inflight) instant back for good: its plan is deleted too.
+
+    Everything from the decision to the last delete happens under the table lock: ``fence`` (the caller's
+    right to the instant: its claim and lease) is checked, the timeline read again, and the instant must
+    still be in the state the caller saw (inflight; pending with ``remove``): when another run completed
+    it, rolled it back or removed it meanwhile, :class:`~hoodie.errors.LostRace` is raised and nothing is
+    deleted, so a run that lost never touches the winner's files. Files are found by listing right there,
+    so the list is of the same moment as the check.
+    """
     started = time.monotonic()
     generator = time_generator or InstantTimeGenerator()
-    table = Table.load(storage)
-    cfg = table.config
-    version = cfg.table_version
-    writer = TimelineWriter(storage, cfg, lock, time_generator=generator)
-    # An earlier rollback of this instant that did not finish is finished, not duplicated (Hudi reuses a
-    # pending rollback the same way): a second one would leave the first pending for ever.
-    resumed = pending_rollback_of(storage, table.timeline, instant.time)
-    planned = planned_paths(resumed[1]) if resumed is not None else []
-    files = sorted(
-        {*files_written_by(storage, instant.time, groups), *(p for p in planned if storage.exists(p))}
-    )
-    by_partition: dict[str, list[str]] = {}
-    for path in files:
-        partition = path.rsplit("/", 1)[0] if "/" in path else ""
-        by_partition.setdefault(partition, []).append(path)
-    if resumed is not None:
-        rollback_time = resumed[0].time
-        inflight = resumed[0] if resumed[0].state is State.INFLIGHT else writer.start(resumed[0])
-    else:
-        plan = RollbackPlan(
-            instant_to_rollback=InstantInfo(instant.time, instant.action),
-            rollback_requests=tuple(
-                RollbackRequest(
-                    partition_path=partition,
-                    file_id="",
-                    latest_base_instant="",
-                    files_to_be_deleted=tuple(storage.full_path(p) for p in paths),
-                )
-                for partition, paths in sorted(by_partition.items())
-            ),
+    with held(lock):
+        if fence is not None:
+            fence()
+        table = Table.load(storage)  # the state that justifies the deletes, read under the lock
+        _check_rollbackable(storage, table.timeline, instant, remove)
+        cfg = table.config
+        version = cfg.table_version
+        writer = TimelineWriter(storage, cfg, lock, time_generator=generator)
+        # An earlier rollback of this instant that did not finish is finished, not duplicated (Hudi reuses
+        # a pending rollback the same way): a second one would leave the first pending for ever.
+        resumed = pending_rollback_of(storage, table.timeline, instant.time)
+        planned = planned_paths(resumed[1]) if resumed is not None else []
+        files = sorted(
+            {*files_written_by(storage, instant.time, groups), *(p for p in planned if storage.exists(p))}
         )
-        with held(lock):
+        by_partition: dict[str, list[str]] = {}
+        for path in files:
+            partition = path.rsplit("/", 1)[0] if "/" in path else ""
+            by_partition.setdefault(partition, []).append(path)
+        if resumed is not None:
+            rollback_time = resumed[0].time
+            inflight = resumed[0] if resumed[0].state is State.INFLIGHT else writer.start(resumed[0])
+        else:
+            plan = RollbackPlan(
+                instant_to_rollback=InstantInfo(instant.time, instant.action),
+                rollback_requests=tuple(
+                    RollbackRequest(
+                        partition_path=partition,
+                        file_id="",
+                        latest_base_instant="",
+                        files_to_be_deleted=tuple(storage.full_path(p) for p in paths),
+                    )
+                    for partition, paths in sorted(by_partition.items())
+                ),
+            )
             rollback_time = generator.next(storage, cfg)
             requested = writer.request(
                 ROLLBACK, rollback_time, encode_rollback_plan(plan, table_version=version)
             )
-        inflight = writer.start(requested)
-    # The attempt may have written the metadata table before it died: that goes first.
-    forget_metadata_instant(storage, lock, instant.time)
-    deleted: dict[str, list[str]] = {}
-    for partition, paths in sorted(by_partition.items()):
-        for path in paths:
-            storage.delete(path)
-            deleted.setdefault(partition, []).append(storage.full_path(path))
-    metadata = RollbackMetadata(
-        start_rollback_time=rollback_time,
-        time_taken_in_millis=int((time.monotonic() - started) * 1000),
-        total_files_deleted=len(files),
-        commits_rollback=(instant.time,),
-        partition_metadata={
-            partition: RollbackPartitionMetadata(partition_path=partition, success_delete_files=tuple(paths))
-            for partition, paths in deleted.items()
-        },
-        instants_rollback=(InstantInfo(instant.time, instant.action),),
-    )
-    with held(lock):
+            inflight = writer.start(requested)
+        # The attempt may have written the metadata table before it died: that goes first.
+        forget_metadata_instant(storage, lock, instant.time)
+        deleted: dict[str, list[str]] = {}
+        for partition, paths in sorted(by_partition.items()):
+            for path in paths:
+                storage.delete(path)
+                deleted.setdefault(partition, []).append(storage.full_path(path))
+        metadata = RollbackMetadata(
+            start_rollback_time=rollback_time,
+            time_taken_in_millis=int((time.monotonic() - started) * 1000),
+            total_files_deleted=len(files),
+            commits_rollback=(instant.time,),
+            partition_metadata={
+                partition: RollbackPartitionMetadata(
+                    partition_path=partition, success_delete_files=tuple(paths)
+                )
+                for partition, paths in deleted.items()
+            },
+            instants_rollback=(InstantInfo(instant.time, instant.action),),
+        )
         done = writer.complete(inflight, encode_rollback_metadata(metadata, table_version=version))
+        current = table.timeline.get(instant.time) or instant
         if remove:
-            writer.delete_pending(instant)
+            writer.delete_pending(current)
         else:
-            writer.revert_to_requested(instant)
+            writer.revert_to_requested(current)
     Markers(storage, instant.time).delete_all()
     logger.info(
         "rolled back %s %s %s on %s with rollback %s: %d file(s) deleted",
@@ -234,8 +265,32 @@ def rollback_unfinished(
     return RollbackResult(done, instant, tuple(files))
 
 
+def _check_rollbackable(storage: Storage, timeline: Timeline, instant: Instant, remove: bool) -> None:
+    """Raise unless ``instant`` is, on ``timeline`` (read under the lock), still what its rollback needs:
+    inflight (pending, for ``remove``). Completed, gone or back to requested means another run won."""
+    if remove:
+        if instant.state is State.COMPLETED:
+            raise HoodieError(f"{instant} has completed; only a pending instant is rolled back here")
+    elif instant.state is not State.INFLIGHT:
+        raise HoodieError(f"only an inflight instant is rolled back to requested; {instant} is not inflight")
+    current = timeline.get(instant.time)
+    still = current is not None and current.action == instant.action
+    if (
+        still
+        and current is not None
+        and ((not current.is_completed) if remove else current.state is State.INFLIGHT)
+    ):
+        return
+    expected = "pending" if remove else "inflight"
+    raise LostRace(
+        f"{instant.action} {instant.time} of {storage.uri} is no longer {expected} ({current or 'gone'}): "
+        "another run completed it or rolled it back; nothing of it is rolled back or deleted here"
+    )
+
+
 __all__ = [
     "RollbackResult",
+    "discard_attempt_files",
     "files_written_by",
     "pending_rollback_of",
     "planned_paths",

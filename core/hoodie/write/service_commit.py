@@ -4,7 +4,9 @@ commit itself (:func:`complete_rewrite`).
 
 A service's attempt completes its instant only while the instant is inflight: when it is not (another runner
 completed it, or rolled it back), the attempt deletes the files it wrote that the winning commit does not
-name and gives up with :class:`~hoodie.errors.CommitConflict`.
+name and gives up with :class:`~hoodie.errors.LostRace`. "The files it wrote" are told by their names: each
+run's write tokens carry its attempt number (:mod:`hoodie.write.attempt`), so a run never deletes a file of
+another run of the same instant, whatever the markers (shared by every run of the instant) name.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import posixpath
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -20,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hoodie.config import TableConfig
-from hoodie.errors import CommitConflict, CorruptBaseFile, HoodieError, StorageError
+from hoodie.errors import CorruptBaseFile, HoodieError, LostRace, StorageError
 from hoodie.failpoints import failpoint
 from hoodie.lock import LockProvider, held
 from hoodie.metadata.updates import update_for_rewrite
@@ -31,6 +34,7 @@ from hoodie.timeline.instant import Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import CommitMetadata, WriteStat
 from hoodie.timeline.writer import TimelineRecord, TimelineWriter
+from hoodie.write.attempt import attempt_of_file
 from hoodie.write.markers import Markers, unrecorded_files
 
 logger = logging.getLogger(__name__)
@@ -51,28 +55,33 @@ def without_meta_fields(avro_json: str) -> str:
 def check_still_inflight(
     storage: Storage, table: Table, service: str, instant_time: str, action: str, stats: Sequence[WriteStat]
 ) -> None:
-    """Raise :class:`CommitConflict` (after deleting this attempt's own files) unless the ``action`` instant
-    at ``instant_time`` is inflight on ``table``'s timeline."""
+    """Raise :class:`LostRace` (after deleting this attempt's own files) unless the ``action`` instant at
+    ``instant_time`` is inflight on ``table``'s timeline (read under the table lock)."""
     current = table.timeline.get(instant_time)
     if current is None or current.state is not State.INFLIGHT or current.action != action:
         discard_own_files(storage, table, instant_time, stats)
-        raise CommitConflict(
-            f"{service} {instant_time} is no longer inflight ({current or 'gone'}); another runner finished "
-            "or rolled it back, so this attempt does not commit (its own files were deleted)"
+        raise LostRace(
+            f"lost the race: {service} {instant_time} is no longer inflight ({current or 'gone'}); another "
+            "run completed or rolled it back, so this attempt does not commit (only its own files were "
+            "deleted; the winner's are untouched)"
         )
 
 
+def own_attempts(stats: Sequence[WriteStat]) -> frozenset[int]:
+    """The attempt numbers in the names of the files an attempt's results name (one, for one run)."""
+    found = (attempt_of_file(posixpath.basename(stat.path)) for stat in stats if stat.path)
+    return frozenset(a for a in found if a is not None)
+
+
 def discard_own_files(storage: Storage, table: Table, instant_time: str, stats: Sequence[WriteStat]) -> None:
-    """Delete the files this attempt wrote that the instant's winning commit does not name."""
+    """Delete the files this attempt wrote (``stats``: its own results) that no completed commit of the
+    instant names (``table`` read under the lock)."""
     kept: set[str] = set()
-    completed = table.timeline.is_completed(instant_time)
-    if completed:
+    if table.timeline.is_completed(instant_time):
         kept = set(table.commit_metadata(instant_time).written_file_paths)
     for stat in stats:
         if stat.path and stat.path not in kept:
             storage.delete(stat.path)
-    if completed:
-        Markers(storage, instant_time).delete_all()  # markers of a completed instant name nothing left
 
 
 def written_rows(storage: Storage, path: str) -> int:
@@ -112,15 +121,15 @@ def complete_rewrite(
     the caller prepared it) whose tasks' checked ``stats`` ``metadata`` holds. The table is read once, under
     the lock.
 
-    1. Deletes the files the instant's markers name that ``metadata`` does not (failed or duplicate task
-       attempts).
-    2. Under the table lock: ``fence`` (the caller's claim, raising when it was lost), the instant still
-       inflight (:func:`check_still_inflight`), ``conflict`` (a conflicting write, given the table as of
-       now). Without a conflict it writes the metadata table's deltacommit of the same instant (files added
-       and removed; record-index entries when ``record_index``, as records move between file groups; or
-       what ``metadata_update`` builds for the table config of now: a log compaction's new log files), then
-       completes the instant with ``content``.
-    3. After the lock (only when completed): the markers go, and the metadata table is compacted and cleaned
+    1. Under the table lock: ``fence`` (the caller's claim and lease, raising when lost), the instant still
+       inflight (:func:`check_still_inflight`), then the files the instant's markers name that ``metadata``
+       does not and that this attempt wrote (failed or duplicate task attempts of this run; never another
+       run's: :func:`own_attempts`) are deleted, and ``conflict`` (a conflicting write, given the table as of
+       now) is looked for. Without a conflict it writes the metadata table's deltacommit of the same instant
+       (files added and removed; record-index entries when ``record_index``, as records move between file
+       groups; or what ``metadata_update`` builds for the table config of now: a log compaction's new log
+       files), then completes the instant with ``content``.
+    2. After the lock (only when completed): the markers go, and the metadata table is compacted and cleaned
        when due.
 
     Failpoints ``<service>.before_commit``, ``.during_commit``, ``.after_metadata_commit`` and
@@ -129,10 +138,7 @@ def complete_rewrite(
     """
     T = instant.time
     markers = Markers(storage, T)
-    strays = tuple(unrecorded_files(markers.list(), metadata, table_version=config.table_version))
-    for stray in strays:
-        logger.info("%s %s: deleting %s, written by a failed or duplicate task attempt", service, T, stray)
-        storage.delete(stray)
+    mine = own_attempts(stats)
     failpoint(f"{service}.before_commit")
     writer = TimelineWriter(storage, config, lock, time_generator=time_generator)
     with held_to_complete(lock) as completion:
@@ -140,6 +146,16 @@ def complete_rewrite(
             fence()
         current = Table.load(storage)  # config too: indexes may have been added since the tasks ran
         check_still_inflight(storage, current, service, T, instant.action, stats)
+        strays = tuple(
+            path
+            for path in unrecorded_files(markers.list(), metadata, table_version=config.table_version)
+            if attempt_of_file(posixpath.basename(path)) in mine
+        )
+        for stray in strays:
+            logger.info(
+                "%s %s: deleting %s, written by a failed or duplicate task attempt", service, T, stray
+            )
+            storage.delete(stray)
         found = conflict(current) if conflict is not None else None
         if found is None:
             failpoint(f"{service}.during_commit")
@@ -203,6 +219,7 @@ __all__ = [
     "discard_own_files",
     "held_to_complete",
     "left_for_later",
+    "own_attempts",
     "without_meta_fields",
     "written_rows",
 ]

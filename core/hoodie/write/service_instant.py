@@ -118,13 +118,16 @@ def restart_abandoned(
     instant: Instant,
     groups: Sequence[tuple[str, str | None]],
     generator: InstantTimeGenerator,
+    *,
+    fence: Callable[[], None] | None = None,
 ) -> tuple[Instant, RollbackResult | None]:
-    """An inflight instant found by a run that holds its claim is an abandoned attempt: its files in
-    ``groups`` are rolled back and the run starts again from the requested plan. Returns the instant to
-    start (requested) and what the rollback did (``None`` when there was nothing to roll back)."""
+    """An inflight instant found by a run that holds its claim (and lease: ``fence`` re-checks both under the
+    lock before anything is deleted) is an abandoned attempt: its files in ``groups`` are rolled back and
+    the run starts again from the requested plan. Returns the instant to start (requested) and what the
+    rollback did (``None`` when there was nothing to roll back)."""
     if instant.state is not State.INFLIGHT:
         return instant, None
-    rolled_back = rollback_unfinished(storage, lock, instant, groups, time_generator=generator)
+    rolled_back = rollback_unfinished(storage, lock, instant, groups, time_generator=generator, fence=fence)
     return Instant(instant.time, instant.action, State.REQUESTED), rolled_back
 
 

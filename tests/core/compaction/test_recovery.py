@@ -19,7 +19,7 @@ from hoodie.compaction.execute import (
     run_compaction_task,
 )
 from hoodie.compaction.plan import schedule_compaction
-from hoodie.errors import CommitConflict, HoodieError
+from hoodie.errors import CommitConflict, HoodieError, LostRace
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.testing.generate import TRIPS_SCHEMA, GenerateSpec, TripGenerator, generate_table
@@ -134,8 +134,9 @@ def test_the_loser_of_a_race_to_commit_deletes_its_own_files(tmp_path: Path) -> 
     schedule_compaction(storage, lock)
     prepared = prepare_compaction(storage, lock)
     T = prepared.instant.time
+    # Two task attempts of one run (attempt number 1 in both tokens: hoodie.write.attempt), ...
     ours = [run_compaction_task(t, f"{t.index}-1-{t.index}") for t in prepared.tasks]
-    theirs = [run_compaction_task(t, f"{t.index}-2-{t.index + 50}") for t in prepared.tasks]
+    theirs = [run_compaction_task(t, f"{t.index}-1-{t.index + 50}") for t in prepared.tasks]
     # The winner deletes what markers show but its results do not name (the loser's files, here), ...
     commit_compaction(storage, lock, prepared, ours)
     assert all(not (root / r.stat.path).exists() for r in theirs if r.stat.path)
@@ -146,6 +147,28 @@ def test_the_loser_of_a_race_to_commit_deletes_its_own_files(tmp_path: Path) -> 
     with pytest.raises(CommitConflict, match="no longer inflight"):
         commit_compaction(storage, lock, prepared, theirs)
     check_after(root, before, T, "race to commit")
+
+
+def test_a_commit_never_deletes_another_runs_files_and_the_other_run_loses_the_race(tmp_path: Path) -> None:
+    """Two runs of one instant (a takeover, a one-off command beside the daemon) differ in their attempt
+    numbers: the winner's commit deletes strays of its own run only, and the loser, finding the instant
+    completed, deletes its own files and none of the winner's (its commit raises LostRace)."""
+    root, storage, lock = _table(tmp_path)
+    before = capture(root)
+    schedule_compaction(storage, lock)
+    prepared = prepare_compaction(storage, lock)
+    T = prepared.instant.time
+    winner = [run_compaction_task(t, f"{t.index}-11-{t.index}") for t in prepared.tasks]
+    loser = [run_compaction_task(t, f"{t.index}-22-{t.index}") for t in prepared.tasks]
+    commit_compaction(storage, lock, prepared, winner)
+    assert all((root / r.stat.path).exists() for r in loser if r.stat.path), (
+        "another run's files are not strays"
+    )
+    with pytest.raises(LostRace, match="lost the race"):
+        commit_compaction(storage, lock, prepared, loser)
+    assert all(not (root / r.stat.path).exists() for r in loser if r.stat.path)
+    assert all((root / r.stat.path).exists() for r in winner if r.stat.path)
+    check_after(root, before, T, "two runs")
 
 
 def _pending_deltacommit(storage: Storage) -> str:

@@ -164,7 +164,8 @@ def test_a_kill_around_the_metadata_write_leaves_both_tables_consistent(
 
 def test_a_rolled_back_write_takes_its_metadata_out(tmp_path: Path) -> None:
     """A writer that died after its metadata deltacommit: the rollback of its instant removes that too."""
-    from hoodie.write.failed_writes import HeartbeatConfig, rollback_failed_writes
+    from hoodie.write.failed_writes import rollback_failed_writes
+    from hoodie.write.heartbeat import HeartbeatConfig
 
     root = tmp_path / "t"
     storage = _indexed_table(root)

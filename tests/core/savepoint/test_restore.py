@@ -55,7 +55,7 @@ from hoodie.timeline.metadata import (
 )
 from hoodie.timeline.timeline import Timeline
 from hoodie.timeline.writer import TimelineWriter
-from hoodie.write.failed_writes import Heartbeat
+from hoodie.write.heartbeat import Heartbeat
 from hoodie.write.service_commit import by_partition
 from support.compare import assert_same_rows
 from support.hudi_oracle import HudiOracle, Query

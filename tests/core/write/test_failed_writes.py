@@ -21,14 +21,8 @@ from hoodie.testing.generate import GenerateSpec, TripGenerator, generate_table
 from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import ROLLBACK, State
 from hoodie.timeline.metadata import decode_rollback_metadata, decode_rollback_plan
-from hoodie.write.failed_writes import (
-    Heartbeat,
-    HeartbeatConfig,
-    failed_writes,
-    heartbeat_path,
-    rollback_failed_write,
-    rollback_failed_writes,
-)
+from hoodie.write.failed_writes import failed_writes, rollback_failed_write, rollback_failed_writes
+from hoodie.write.heartbeat import Heartbeat, HeartbeatConfig, heartbeat_path
 from support.clean_checks import capture_reads
 from support.compaction_checks import key_columns
 from support.compare import assert_same_rows

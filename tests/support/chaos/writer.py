@@ -21,7 +21,7 @@ from pathlib import Path
 from hoodie.errors import StorageError
 from hoodie.lock import LockProvider
 from hoodie.testing.table_writer import TableWriter, WriteConfig
-from hoodie.write.failed_writes import HeartbeatConfig
+from hoodie.write.heartbeat import HeartbeatConfig
 from hoodied.coordination import identity
 from hoodied.zookeeper import ZooKeeper, ZooKeeperConfig
 from support.chaos.ledger import Ledger, batch

@@ -1,0 +1,182 @@
+"""The instant lease kept in Hudi's heartbeat file (hoodie.write.heartbeat), on local disk and on the S3
+server: one holder at a time, a fresh lease never taken, an expired one taken by exactly one of two, a
+paused holder that wakes finds its lease lost; and the local compare-and-set it stands on."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from hoodie.errors import LeaseHeld, LeaseLost, VersionConflict
+from hoodie.storage import Storage
+from hoodie.write.heartbeat import (
+    HeartbeatConfig,
+    InstantLease,
+    heartbeat_path,
+    last_heartbeat_ms,
+    read_lease,
+)
+from support.s3_server import S3Server
+
+T = "20261128010203456"
+#: Beats never come on their own in these tests (the clock is theirs): an hour's interval.
+SLOW = HeartbeatConfig(interval_ms=3_600_000, tolerable_misses=2)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(params=["local", "s3"])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
+    if request.param == "local":
+        return Storage.for_uri(str(tmp_path / "t"))
+    s3: S3Server = request.getfixturevalue("s3_server")
+    return Storage.for_uri(f"{s3.bucket('leases')}/t-{uuid.uuid4().hex[:8]}")
+
+
+def lease(
+    storage: Storage, attempt: str, clock: Callable[[], float], config: HeartbeatConfig = SLOW
+) -> InstantLease:
+    return InstantLease(storage, T, config, replica=f"r-{attempt}", attempt=attempt, clock=clock)
+
+
+def test_one_holder_at_a_time_and_the_holder_is_named(storage: Storage) -> None:
+    clock = Clock()
+    first = lease(storage, "1", clock).take()
+    state = read_lease(storage, T)
+    assert state.holder is not None
+    assert state.holder.attempt == "1"
+    assert state.holder.pid == os.getpid()
+    with pytest.raises(LeaseHeld, match=r"held by replica r-1 \(.*pid \d+, attempt 1\)"):
+        lease(storage, "2", clock).take()
+    clock.now += SLOW.expiry_ms / 1000  # exactly at the expiry: still fresh (Hudi's rule is strict)
+    with pytest.raises(LeaseHeld):
+        lease(storage, "2", clock).take()
+    first.beat()
+    first.check(reread=True)
+    first.release()
+    assert read_lease(storage, T).version is None  # released: the file goes, as Hudi's stop() deletes it
+    lease(storage, "2", clock).take().release()
+
+
+def test_an_expired_lease_is_taken_and_its_old_holder_wakes_fenced(storage: Storage) -> None:
+    clock = Clock()
+    old = lease(storage, "1", clock).take()
+    clock.now += SLOW.expiry_ms / 1000 + 1  # the holder was paused past the expiry
+    new = lease(storage, "2", clock).take()
+    with pytest.raises(LeaseLost):
+        old.check()  # its own last beat is too old: lost before it even asks the store
+    assert old.lost is not None
+    with pytest.raises(LeaseLost):
+        old.beat()
+    new.beat()
+    new.check(reread=True)
+    old.release()  # a lost lease's release leaves the new holder's file alone
+    state = read_lease(storage, T)
+    assert state.holder is not None
+    assert state.holder.attempt == "2"
+    new.release()
+
+
+def test_a_holder_whose_file_was_taken_over_finds_out_at_its_next_beat(storage: Storage) -> None:
+    clock = Clock()
+    old = lease(storage, "1", clock).take()
+    clock.now += SLOW.expiry_ms / 1000 + 1
+    new = lease(storage, "2", clock).take()
+    clock.now = time.time()  # the old holder's view of time: its last beat looks recent to it
+    old._last_ok_ms = int(clock.now * 1000)  # (as if its clock had not moved while it was stopped)
+    with pytest.raises(LeaseLost, match="replaced or removed"):
+        old.beat()  # its compare-and-set names a version that is gone
+    with pytest.raises(LeaseLost):
+        old.check(reread=True)
+    new.release()
+
+
+def test_of_two_runs_taking_an_expired_lease_exactly_one_wins(storage: Storage) -> None:
+    clock = Clock()
+    lease(storage, "0", clock).take()  # its holder dies: the lease expires
+    clock.now += SLOW.expiry_ms / 1000 + 1
+    state = read_lease(storage, T)
+    assert state.version is not None
+    # Both read the same expired version; the store lets one compare-and-set through.
+    assert state.holder is not None
+    path = heartbeat_path(T)
+    fresh = dataclasses.replace(state.holder, attempt="1", beat_ms=int(clock.now * 1000))
+    storage.replace_if_version(path, fresh.encode(), state.version)
+    with pytest.raises(VersionConflict):
+        storage.replace_if_version(path, fresh.encode(), state.version)
+    # And a run that took its decision on that version but writes after the winner is refused.
+    with pytest.raises(LeaseHeld):
+        lease(storage, "2", clock).take()
+
+
+def test_a_lost_lease_calls_back_once(storage: Storage) -> None:
+    clock = Clock()
+    calls: list[str] = []
+    held = lease(storage, "1", clock).take()
+    held.on_lost(calls.append)
+    clock.now += SLOW.expiry_ms / 1000 + 1
+    with pytest.raises(LeaseLost):
+        held.check()
+    with pytest.raises(LeaseLost):
+        held.check()
+    assert len(calls) == 1
+    assert "past the expiry" in calls[0]
+    held.release()
+
+
+def test_the_lease_beats_on_its_own_and_hudis_empty_heartbeat_reads_by_its_time(storage: Storage) -> None:
+    fast = HeartbeatConfig(interval_ms=200, tolerable_misses=2)
+    held = InstantLease(storage, T, fast, replica="r", attempt="1").take()
+    first = read_lease(storage, T).beat_ms
+    deadline = time.monotonic() + 10
+    while read_lease(storage, T).beat_ms == first:
+        assert time.monotonic() < deadline, "no beat within 10 s"
+        time.sleep(0.05)
+    held.check(reread=True)
+    held.release()
+    storage.create(heartbeat_path(T), b"", overwrite=True)  # a Hudi writer's heartbeat: empty, its time
+    state = read_lease(storage, T)
+    assert state.holder is None
+    assert abs(state.beat_ms - time.time() * 1000) < 60_000
+    assert last_heartbeat_ms(storage, T) == state.beat_ms
+    with pytest.raises(LeaseHeld, match=r"a writer \(Hudi heartbeat\)"):  # (S3 keeps whole seconds)
+        InstantLease(storage, T, SLOW, replica="r", attempt="2").take()
+
+
+def _replace(args: tuple[str, str, str, int]) -> bool:
+    root, name, version, i = args
+    storage = Storage.for_uri(root)
+    try:
+        storage.replace_if_version(name, f"writer {i}".encode(), version)
+    except VersionConflict:
+        return False
+    return True
+
+
+def test_local_compare_and_set_lets_exactly_one_of_many_processes_through(tmp_path: Path) -> None:
+    storage = Storage.for_uri(str(tmp_path / "t"))
+    storage.create("f", b"start")
+    data, version = storage.read_versioned("f")
+    assert data == b"start"
+    with multiprocessing.get_context("spawn").Pool(8) as pool:
+        won = pool.map(_replace, [(str(tmp_path / "t"), "f", version, i) for i in range(16)])
+    assert sum(won) == 1
+    winner = won.index(True)
+    assert storage.read("f") == f"writer {winner}".encode()
+    with pytest.raises(VersionConflict):
+        storage.replace_if_version("f", b"late", version)
+    _, now = storage.read_versioned("f")
+    assert storage.replace_if_version("f", b"next", now) != now
