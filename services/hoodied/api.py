@@ -42,7 +42,6 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -50,7 +49,7 @@ from urllib.parse import parse_qs, unquote
 
 from hoodie.storage.redact import dumps_redacted
 from hoodied.commands import check_command, issue, pending_times
-from hoodied.control import Command, ControlError, ControlStore, NotPending, read_token
+from hoodied.control import Command, ControlError, ControlStore, NotPending, check_one_line, read_token
 from hoodied.history import read_history
 from hoodied.metrics import Metrics
 from hoodied.status_page import HISTORY_LIMIT, OVERVIEW_LIMIT, render_status_page, urgency
@@ -63,9 +62,6 @@ HTML = "text/html; charset=utf-8"
 
 #: The fields of a command's body, each a string of one line (or absent).
 FIELDS = ("by", "reason", "service", "instant")
-#: Unicode categories a field may not hold: control characters (``\n``, ``\r``, ``\x1b``...), invisible
-#: format characters (bidirectional overrides reorder a line as shown), line and paragraph separators.
-_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 @dataclass(frozen=True)
@@ -252,16 +248,14 @@ class Api:
 
 
 def _field(body: Mapping[str, object], name: str) -> str | None:
-    """The body's field ``name``: None when absent or empty, else a string of one line (ValueError
-    otherwise, naming the field and the character)."""
+    """The body's field ``name``: None when absent or empty, else a string of one line (ValueError or
+    :class:`ControlError` otherwise, naming the field and the character)."""
     value = body.get(name)
     if value is None or value == "":
         return None
     if not isinstance(value, str):
         raise ValueError(f"{name} must be a string, not {type(value).__name__}")
-    bad = next((c for c in value if unicodedata.category(c) in _FORBIDDEN_CATEGORIES), None)
-    if bad is not None:
-        raise ValueError(f"{name} must be one line of text: it holds the control character U+{ord(bad):04X}")
+    check_one_line(name, value)
     return value
 
 

@@ -417,7 +417,7 @@ def _until_lease_expires(storage: Storage, instant: str, settings: Mapping[str, 
     config = HeartbeatConfig.from_config(settings)
     lease = read_lease(storage, instant)
     now_ms = int(time.time() * 1000)
-    if not lease.fresh(config, now_ms):
+    if not lease.alive(config, now_ms):
         return None
     return max(0.0, (lease.beat_ms + config.expiry_ms - now_ms) / 1000) + 0.5
 

@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import time
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -154,6 +155,22 @@ class TableControl:
             return cls()
 
 
+#: Unicode categories a command's field may not hold: control characters (``\n``, ``\r``, ``\x1b``...),
+#: invisible format characters (bidirectional overrides reorder a line as shown), line and paragraph
+#: separators. Fields are logged and written to the table's history as given: none may start a forged line.
+FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def check_one_line(name: str, value: str | None) -> None:
+    """Raise :class:`ControlError` unless ``value`` is one line of plain text (see
+    :data:`FORBIDDEN_CATEGORIES`), naming the field and the character."""
+    bad = next((c for c in value or "" if unicodedata.category(c) in FORBIDDEN_CATEGORIES), None)
+    if bad is not None:
+        raise ControlError(
+            f"{name} must be one line of text: it holds the control character U+{ord(bad):04X}"
+        )
+
+
 @dataclass(frozen=True)
 class Command:
     """One operator command on one table."""
@@ -174,6 +191,8 @@ class Command:
             raise ControlError(f"{self.command} needs an instant")
         if not self.by.strip():
             raise ControlError("a command needs to say who gives it")
+        for name in ("by", "reason", "service", "instant"):
+            check_one_line(name, getattr(self, name))
 
     @property
     def note(self) -> Note:

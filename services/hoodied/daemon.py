@@ -35,6 +35,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from hoodie.backlog import measure_backlog
 from hoodie.failpoints import arm_for_children
 from hoodie.registry import SERVICE_NAMES, SERVICES
+from hoodie.storage.redact import redact_uri
 from hoodie.table import Table
 from hoodie.timeline.instant import State
 from hoodie.timeline.instant_time import InstantTimeGenerator
@@ -377,7 +378,7 @@ def _table_status(t: WatchedTable, holders: Mapping[str, Mapping[str, object]]) 
     if t.backlog is not None and t.config is not None:
         backlog = t.backlog.to_json(InstantTimeGenerator().now_in_zone(t.config))
     return {
-        "uri": t.uri,
+        "uri": redact_uri(t.uri),
         "identity": t.identity,
         "control": {
             "state": control.state,
@@ -436,7 +437,7 @@ def status_report(config: DaemonConfig) -> list[dict[str, object]]:
             controls = {}
         out: list[dict[str, object]] = []
         for t in supervisor.tables():
-            entry: dict[str, object] = {"table": t.name, "uri": t.uri, "identity": t.identity}
+            entry: dict[str, object] = {"table": t.name, "uri": redact_uri(t.uri), "identity": t.identity}
             try:
                 table = Table.load(t.storage)
                 entry["version"] = table.config.table_version

@@ -134,7 +134,7 @@ def decide(
     record = started_by(storage, service, instant.time)
     lease = read_lease(storage, instant.time)
     beat_ms = lease.beat_ms
-    if lease.fresh(HeartbeatConfig.from_config(settings), int(now * 1000)):
+    if lease.alive(HeartbeatConfig.from_config(settings), int(now * 1000)):
         who = lease.holder.describe() if lease.holder is not None else "its writer"
         return Takeover(
             False,

@@ -79,9 +79,10 @@ def test_spark_job_clusters_every_planned_group(
         job = run_service_job(spark, CLUSTERING, storage, lock, fence=claim.check)
     md = check_after(root, before, T, scheduled.plan, f"spark v{version}", sort_columns=("rider",))
     assert len(md.write_stats) == len(scheduled.plan.input_groups)
-    # Write tokens come from Spark: partition id, stage id, task attempt id.
+    # Write tokens: Spark's partition id, the run's attempt number (one for every task), the task attempt id.
     tokens = {s.path.rsplit("_", 2)[-2] for s in md.write_stats if s.path}
     assert {int(t.split("-")[0]) for t in tokens} == set(range(len(scheduled.plan.input_groups)))
+    assert len({t.split("-")[1] for t in tokens}) == 1  # one run: one attempt number
     assert job.done.records == sum(s.num_writes or 0 for s in md.write_stats)
     assert job.rolled_back_files == 0
 

@@ -73,10 +73,11 @@ def test_spark_job_compacts_every_planned_slice(
         job = run_service_job(spark, COMPACTION, storage, lock, fence=claim.check)
     md = check_after(root, before, T, f"spark v{version}")
     assert len(md.write_stats) == len(scheduled.plan.operations)
-    # Write tokens come from Spark: partition id, stage id, task attempt id.
+    # Write tokens: Spark's partition id, the run's attempt number (one for every task), the task attempt id.
     tokens = {s.path.rsplit("_", 2)[-2] for s in md.write_stats if s.path}
     assert len(tokens) == len(md.write_stats)
     assert {int(t.split("-")[0]) for t in tokens} == set(range(len(md.write_stats)))
+    assert len({t.split("-")[1] for t in tokens}) == 1  # one run: one attempt number
     assert job.done.records == sum(s.num_writes or 0 for s in md.write_stats)
 
 

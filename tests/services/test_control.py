@@ -92,6 +92,11 @@ def test_bad_commands_are_refused_with_a_reason() -> None:
         _cmd("cancel", service="compaction")
     with pytest.raises(ControlError, match="who gives it"):
         Command("pause", by=" ")
+    # The CLI's commands (hoodied ctl) as the API's: a field cannot start a forged log or history line.
+    with pytest.raises(ControlError, match=r"reason must be one line of text: .* U\+000A"):
+        Command("pause", by="ops", reason='maintenance\n{"level":"INFO","msg":"resumed by admin"}')
+    with pytest.raises(ControlError, match=r"by must be one line of text: .* U\+202E"):
+        Command("pause", by="ops\u202e")
 
 
 def test_stale_one_shot_notes_are_dropped() -> None:

@@ -30,8 +30,8 @@ from hoodie.write.heartbeat import read_lease
 from hoodied.cli import main
 from hoodied.errors import ForeignInstant
 from hoodied.jobs import run_service_job
-from support.daemon_tables import mor_table
-from support.service_checks import judge, read_all
+from support.daemon_tables import PendingTable, mor_table
+from support.service_checks import Reads, judge, read_all
 
 TESTS = Path(__file__).resolve().parents[1]
 #: A short heartbeat (1 s, expired after 2 s without a beat), for every executor of these tests.
@@ -98,6 +98,20 @@ def with_cont(pid: int) -> None:
         os.kill(pid, signal.SIGCONT)
 
 
+def paused_at_commit(
+    tmp_path: Path, live_runs: list[LiveRun], seed: int
+) -> tuple[PendingTable, str, Reads, LiveRun]:
+    """A MOR table with a pending compaction T, what hudi-rs reads of it, and a live run of T paused at its
+    commit (its tasks done, its lease beating)."""
+    t = mor_table(tmp_path / "t", 8, seed=seed)
+    T = t.pending[1].time
+    before = read_all(t.root, [])
+    run = LiveRun(t.root, T, tmp_path / "r1.log")
+    live_runs.append(run)
+    run.wait_for("failpoint compaction.before_commit")
+    return t, T, before, run
+
+
 def completed_files(root: Path, instant: str) -> list[str]:
     """The completed files of ``instant`` on the timeline (one, for an instant completed once)."""
     timeline = root / ".hoodie" / "timeline"
@@ -135,12 +149,7 @@ def test_a_one_off_execute_refuses_a_live_run_and_names_its_owner(
 ) -> None:
     """Issue 32, scenario 2: ``hoodied compact PATH --mode execute --instant T`` while a replica runs T once
     rolled the live run back and completed T itself; the replica then deleted the committed files."""
-    t = mor_table(tmp_path / "t", 8, seed=41)
-    T = t.pending[1].time
-    before = read_all(t.root, [])
-    run = LiveRun(t.root, T, tmp_path / "r1.log")
-    live_runs.append(run)
-    run.wait_for("failpoint compaction.before_commit")
+    t, T, before, run = paused_at_commit(tmp_path, live_runs, seed=41)
     command = ["compact", str(t.root), "--mode", "execute", "--instant", T, *CONF]
     assert main(command) == 3
     out = capsys.readouterr().out
@@ -162,12 +171,7 @@ def test_another_name_of_the_table_never_takes_over_a_live_run(
     """Issue 32, scenario 1: a second name of one table claimed on a key of its own and took the live run's
     instant over once ``takeover_grace`` passed; the heartbeat is seen under every name, and no takeover rule
     (here the most eager: take over foreign instants at once) overrides a fresh one."""
-    t = mor_table(tmp_path / "t", 8, seed=42)
-    T = t.pending[1].time
-    before = read_all(t.root, [])
-    run = LiveRun(t.root, T, tmp_path / "r1.log")
-    live_runs.append(run)
-    run.wait_for("failpoint compaction.before_commit")
+    t, T, before, run = paused_at_commit(tmp_path, live_runs, seed=42)
     other = Storage.for_uri(alias(t.root, form, tmp_path))
     with pytest.raises(ForeignInstant, match="replica r1"):
         run_service_job(
@@ -194,12 +198,7 @@ def test_a_paused_run_taken_over_wakes_fenced_and_deletes_nothing_of_the_winner(
     for the expiry, rolls the stopped attempt back and completes the instant. The stopped run then wakes: it
     finds its lease lost, commits nothing, deletes only files of its own attempt, and the winner's files and
     metadata-table entries stand."""
-    t = mor_table(tmp_path / "t", 8, seed=43)
-    T = t.pending[1].time
-    before = read_all(t.root, [])
-    run = LiveRun(t.root, T, tmp_path / "r1.log")
-    live_runs.append(run)
-    run.wait_for("failpoint compaction.before_commit")
+    t, T, before, run = paused_at_commit(tmp_path, live_runs, seed=43)
     os.kill(run.proc.pid, signal.SIGSTOP)
     run.release()  # it goes on to its commit as soon as it runs again
     command = ["compact", str(t.root), "--mode", "execute", "--instant", T, *CONF, "--take-over"]

@@ -58,8 +58,9 @@ class Stragglers(TableService):
         instant_time: str | None,
         settings: Mapping[str, str],
         table: Table | None = None,
+        fence: Fence | None = None,
     ) -> ServiceJob[straggler_tasks.StragglerTask, int]:
-        prepared = prepare_compaction(storage, lock)
+        prepared = prepare_compaction(storage, lock, fence=fence)
         T = prepared.instant.time
         op = prepared.plan.operations[0]
         tasks = tuple(

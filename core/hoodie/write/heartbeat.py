@@ -16,10 +16,11 @@ interval, for the whole run, and make it a lease that the store arbitrates:
   beat), which Hudi's readers ignore; its ``beat_ms`` is the holder's own clock, read from the same GET as
   the version, so that a freshness judgement and the version it is based on never belong to two writes;
 - :meth:`InstantLease.take` creates the file if absent (create-if-absent) or replaces an *expired* one
-  with a compare-and-set on the version read (``If-Match``; locally a compare under ``flock``): of two runs
-  taking one instant exactly one wins, the other gets :class:`~hoodie.errors.LeaseHeld` naming the winner.
-  A fresh lease of another attempt is never taken: not by ``takeover_grace``, not by ``--take-over`` (which
-  waits for it to expire);
+  (or one whose holder provably ended: a process of this machine's process table that runs no more, so
+  that a run killed here is not waited for) with a compare-and-set on the version read (``If-Match``;
+  locally a compare under ``flock``): of two runs taking one instant exactly one wins, the other gets
+  :class:`~hoodie.errors.LeaseHeld` naming the winner. A live lease of another attempt is never taken: not
+  by ``takeover_grace``, not by ``--take-over`` (which waits for it to expire);
 - every beat is again a compare-and-set on the version this run wrote last: a run that was paused past
   the expiry and taken over finds another version, and so do we, once: the lease is *lost*, for good. A
   run whose last successful beat is older than the expiry counts itself lost as well (Hudi's heartbeat
@@ -140,9 +141,31 @@ def last_heartbeat_ms(storage: Storage, instant_time: str) -> int:
     return (mtime or 0) // 1_000_000
 
 
+def process_start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot), ``None`` when no such process runs here."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _this_machine() -> str:
+    """This kernel's boot and PID namespace (``<boot id>/<pid namespace>``): two processes with these equal
+    see the same process table, so one can tell whether the other is still running. Empty where unknown."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+        return f"{boot}/{os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return ""
+
+
 @dataclass(frozen=True)
 class LeaseHolder:
-    """Who holds an instant's lease (the heartbeat file's content): a hoodied run."""
+    """Who holds an instant's lease (the heartbeat file's content): a hoodied run. ``machine`` and
+    ``process_start`` let a process that shares the holder's process table see that it is gone
+    (:meth:`gone`)."""
 
     replica: str
     host: str
@@ -150,10 +173,32 @@ class LeaseHolder:
     attempt: str
     since_ms: int
     beat_ms: int
+    machine: str = ""
+    process_start: int = -1
 
     @classmethod
     def of_this_process(cls, replica: str, attempt: str, now_ms: int) -> LeaseHolder:
-        return cls(replica, socket.gethostname(), os.getpid(), attempt, now_ms, now_ms)
+        pid = os.getpid()
+        started = process_start_ticks(pid)
+        return cls(
+            replica,
+            socket.gethostname(),
+            pid,
+            attempt,
+            now_ms,
+            now_ms,
+            _this_machine(),
+            -1 if started is None else started,
+        )
+
+    def gone(self) -> bool:
+        """Whether the holder's process provably ended: it ran in this process table (same boot, same PID
+        namespace) and its pid runs no more, or runs a process started since. A holder elsewhere is never
+        gone by this test (only by its heartbeat's expiry)."""
+        machine = _this_machine()
+        if not machine or self.machine != machine or self.process_start < 0:
+            return False
+        return process_start_ticks(self.pid) != self.process_start
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode("utf-8")
@@ -172,6 +217,8 @@ class LeaseHolder:
                 str(value["attempt"]),
                 int(value["since_ms"]),
                 int(value["beat_ms"]),
+                str(value.get("machine", "")),
+                int(value.get("process_start", -1)),
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -193,6 +240,11 @@ class LeaseState:
     def fresh(self, config: HeartbeatConfig, now_ms: int) -> bool:
         """Hudi's rule: alive unless strictly older than the expiry (an absent file is expired)."""
         return self.beat_ms > 0 and now_ms - self.beat_ms <= config.expiry_ms
+
+    def alive(self, config: HeartbeatConfig, now_ms: int) -> bool:
+        """Fresh, and its holder not provably gone (a hoodied run killed on this machine need not be waited
+        for: :meth:`LeaseHolder.gone`)."""
+        return self.fresh(config, now_ms) and not (self.holder is not None and self.holder.gone())
 
 
 def read_lease(storage: Storage, instant_time: str) -> LeaseState:
@@ -258,7 +310,7 @@ class InstantLease:
         now = self._now_ms()
         holder = LeaseHolder.of_this_process(self._replica, self.attempt, now)
         state = read_lease(self.storage, self.instant_time)
-        if state.fresh(self.config, now) and (state.holder is None or state.holder.attempt != self.attempt):
+        if state.alive(self.config, now) and (state.holder is None or state.holder.attempt != self.attempt):
             raise LeaseHeld(self._held_message(state, now))
         try:
             version = self._write(holder, state.version)
@@ -371,7 +423,8 @@ class InstantLease:
                 raise LeaseLost(self._lost or "")
 
     def release(self) -> None:
-        """Stop beating and, while the file still names this attempt, delete it (as Hudi's ``stop``)."""
+        """Stop beating and, while the file still names this attempt, delete it (as Hudi's ``stop``). Never
+        raises: a file the store would not delete is left to expire (the run's outcome stands either way)."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
@@ -381,9 +434,14 @@ class InstantLease:
             self._holder = None
         if self._lost is not None:
             return
-        state = read_lease(self.storage, self.instant_time)
-        if state.holder is not None and state.holder.attempt == self.attempt:
-            self.storage.delete(self._path)
+        try:
+            state = read_lease(self.storage, self.instant_time)
+            if state.holder is not None and state.holder.attempt == self.attempt:
+                self.storage.delete(self._path)
+        except (OSError, HoodieError) as e:
+            logger.warning(
+                "the heartbeat of %s on %s is left to expire: %s", self.instant_time, self.storage.uri, e
+            )
 
     def __enter__(self) -> InstantLease:
         return self.take()
@@ -405,5 +463,6 @@ __all__ = [
     "LeaseState",
     "heartbeat_path",
     "last_heartbeat_ms",
+    "process_start_ticks",
     "read_lease",
 ]

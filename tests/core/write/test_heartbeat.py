@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -19,8 +21,10 @@ from hoodie.storage import Storage
 from hoodie.write.heartbeat import (
     HeartbeatConfig,
     InstantLease,
+    LeaseHolder,
     heartbeat_path,
     last_heartbeat_ms,
+    process_start_ticks,
     read_lease,
 )
 from support.s3_server import S3Server
@@ -180,3 +184,30 @@ def test_local_compare_and_set_lets_exactly_one_of_many_processes_through(tmp_pa
         storage.replace_if_version("f", b"late", version)
     _, now = storage.read_versioned("f")
     assert storage.replace_if_version("f", b"next", now) != now
+
+
+def test_a_lease_whose_holder_died_on_this_machine_is_taken_at_once(tmp_path: Path) -> None:
+    """A run killed here (SIGKILL, a crash) leaves a fresh heartbeat; a process that shares its process
+    table sees the pid gone and need not wait for the expiry. A holder elsewhere (another machine or PID
+    namespace) is waited for."""
+    storage = Storage.for_uri(str(tmp_path / "t"))
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        alive = dataclasses.replace(
+            LeaseHolder.of_this_process("dead", "9", int(time.time() * 1000)),
+            pid=child.pid,
+            process_start=process_start_ticks(child.pid) or 0,
+        )
+        storage.create(heartbeat_path(T), alive.encode())
+        with pytest.raises(LeaseHeld, match="replica dead"):
+            InstantLease(storage, T, SLOW, replica="r", attempt="1").take()
+    finally:
+        child.kill()
+        child.wait()
+    assert alive.gone()
+    InstantLease(storage, T, SLOW, replica="r", attempt="1").take().release()
+    elsewhere = dataclasses.replace(alive, machine="another-boot/pid:[1]", beat_ms=int(time.time() * 1000))
+    assert not elsewhere.gone()
+    storage.create(heartbeat_path(T), elsewhere.encode(), overwrite=True)
+    with pytest.raises(LeaseHeld):
+        InstantLease(storage, T, SLOW, replica="r", attempt="2").take()
