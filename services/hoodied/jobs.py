@@ -122,10 +122,13 @@ def run_service_job(
     or for a job that is small (its service says so, or ``sizing`` does), the tasks run on threads in the
     driver.
 
-    The run records itself as the instant's starter (``replica``) before it moves the instant to inflight;
-    an inflight instant that hoodied did not start is taken over only by the rule of
-    :mod:`hoodied.ownership` (``foreign_after``: the table's ``takeover_foreign_after``), else
-    :class:`~hoodied.errors.ForeignInstant` is raised and nothing is touched.
+    The run takes the instant's lease (module doc) and records itself as the instant's starter
+    (``replica``) before it moves the instant to inflight; an instant whose lease another run holds, or an
+    inflight instant that hoodied did not start and that the rule of :mod:`hoodied.ownership` does not let
+    it take over (``foreign_after``: the table's ``takeover_foreign_after``), raises
+    :class:`~hoodied.errors.ForeignInstant` and nothing is touched. A run that lost its claim or lease, or
+    found its instant completed by another, raises :class:`~hoodie.errors.LostRace` (or the claim's
+    :class:`~hoodied.errors.ClaimLost`) having deleted only files of its own attempt.
 
     ``cancelled`` says who cancelled the job and why (``by <who> (<reason>)``; None: nobody); it is asked
     when the tasks are done, and a cancelled job is rolled back instead of committed (see the module doc).

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
@@ -26,10 +27,14 @@ from hoodie.storage import Storage
 from hoodie.storage.arrow_fs import ArrowFsBackend
 from hoodie.timeline.archived import ArchivedInstant, StateFile
 from hoodie.timeline.archived.lsm import (
+    ARROW_SCHEMA,
     AVRO_SCHEMA,
     LsmFileName,
     Manifest,
+    ManifestEntry,
+    _move_version,
     compact_and_clean_lsm,
+    encode_lsm_file,
     history_folder,
     latest_manifest,
     latest_version,
@@ -447,13 +452,50 @@ def test_a_killed_batch_is_invisible_then_committed_again(
 
     folder = root / ".hoodie/timeline/history"
     assert "20260101000000001_20260101000000001_0.parquet" in _files(folder)
-    assert ("manifest_2" in _files(folder)) == (point == "archival.after_history_manifest")
+    committed = point == "archival.after_history_manifest"
+    assert ("manifest_2" in _files(folder)) == committed
     assert read_lsm_history(storage, config) == before  # _version_ still names snapshot 1
 
     row = ArchivedInstant(Instant("20260101000000001", COMMIT, State.COMPLETED, "20260101000000002"), b"m")
-    assert write_lsm_batch(storage, config, [row]) is not None
+    # Killed after its manifest (the commit point): the next run publishes that snapshot and finds the batch
+    # in it; killed before: the torn file goes and the batch is written again.
+    assert (write_lsm_batch(storage, config, [row]) is None) == committed
     assert read_lsm_history(storage, config) == [*before, row]
     assert (folder / "_version_").read_text() == "2"
+
+
+def test_a_writer_never_deletes_a_snapshot_another_writer_committed(
+    fixture_root: Callable[[str], Path], table_copy: Any
+) -> None:
+    """Issue 33, case 2: a writer whose view was older found ``manifest_<V+1>`` (another writer's commit,
+    ``_version_`` not moved yet), deleted it as a crash's leftover, wrote its own and moved ``_version_``:
+    the other writer's archived instants vanished from the history. Now the snapshot is published and built
+    upon; ``_version_`` never moves back."""
+    root = table_copy(fixture_root(COW))
+    storage, config = _open(root)
+    folder = history_folder(config)
+    before = read_lsm_history(storage, config)
+    version, manifest = latest_manifest(storage, folder)
+    theirs = ArchivedInstant(Instant("20260101000000001", COMMIT, State.COMPLETED, "20260101000000002"), b"a")
+    ours = ArchivedInstant(Instant("20260101000000003", COMMIT, State.COMPLETED, "20260101000000004"), b"b")
+    # The other writer: its data file and its manifest (the commit point), then it pauses before _version_.
+    name = LsmFileName(theirs.time, theirs.time, 0).name
+    data = encode_lsm_file(pa.table({
+        "instantTime": [theirs.instant.time], "completionTime": [theirs.instant.completion_time],
+        "action": [theirs.instant.action], "metadata": [theirs.metadata], "plan": [None], "version": [1],
+    }, schema=ARROW_SCHEMA))  # fmt: skip
+    storage.create(f"{folder}/{name}", data)
+    storage.create(
+        f"{folder}/manifest_{version + 1}", manifest.updated((), ManifestEntry(name, len(data))).to_json()
+    )
+    assert write_lsm_batch(storage, config, [ours]) is not None
+    assert storage.exists(f"{folder}/manifest_{version + 1}")
+    assert latest_version(storage, folder) == version + 2
+    assert read_lsm_history(storage, config) == [*before, theirs, ours]
+    # The other writer wakes and moves _version_ to the snapshot it made: a compare-and-set that finds a
+    # later version leaves it where it is.
+    _move_version(storage, folder, version + 1)
+    assert latest_version(storage, folder) == version + 2
 
 
 # -- compaction and clean ---------------------------------------------------------------------------------

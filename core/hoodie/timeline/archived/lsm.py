@@ -27,6 +27,7 @@ system does: a stale checksum beside a rewritten ``manifest_<N>`` would make Hud
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -37,11 +38,13 @@ import pyarrow.parquet as pq
 
 from hoodie.config import TIMELINE_HISTORY_PATH, TIMELINE_HISTORY_PATH_DEFAULT, TableConfig
 from hoodie.errors import (
+    CommitConflict,
     CorruptTimelineFile,
     FileAlreadyExists,
     HoodieError,
     InvalidWriteConfig,
     UnsupportedTable,
+    VersionConflict,
 )
 from hoodie.failpoints import failpoint
 from hoodie.storage import Storage
@@ -55,6 +58,8 @@ from hoodie.timeline.instant import (
     Instant,
     State,
 )
+
+logger = logging.getLogger(__name__)
 
 VERSION_FILE = "_version_"
 MANIFEST_PREFIX = "manifest_"
@@ -400,8 +405,9 @@ def write_lsm_batch(
     name, or ``None`` when the batch was already committed.
 
     1. The target is ``<first>_<last>_0.parquet`` (rows sorted by requested time). If it exists and the
-       latest manifest lists it, an earlier run committed this batch and crashed before deleting the
-       active files: nothing to do. If it exists unlisted it is a torn write, deleted.
+       latest manifest lists it (published first: :func:`publish_latest`), an earlier run committed this
+       batch and crashed before moving ``_version_`` or deleting the active files: nothing to do. If it
+       exists unlisted it is a torn write, deleted.
     2. The rows are written as parquet-avro writes them (:func:`encode_lsm_file`).
     3. Snapshot V+1 is the latest one plus this file (:func:`commit_manifest`).
 
@@ -417,6 +423,7 @@ def write_lsm_batch(
     folder = history_folder(config)
     name = LsmFileName(ordered[0].time, ordered[-1].time, LEVEL_ZERO).name
     path = f"{folder}/{name}"
+    publish_latest(storage, folder)  # a snapshot committed by a run that crashed before _version_ counts
     if storage.exists(path):
         if name in latest_manifest(storage, folder)[1].names:
             return None
@@ -436,21 +443,83 @@ def commit_manifest(
     failpoint_name: str | None = None,
 ) -> tuple[int, Manifest]:
     """Make snapshot V+1 (1 when there is none): the latest manifest without ``remove``, with ``add``
-    appended (``LSMTimelineWriter.updateManifest``). A ``manifest_<V+1>`` left by a crash is deleted first,
-    the new one created without overwriting (the commit point), then ``_version_`` deleted and created
-    again. Returns the new version and manifest."""
-    version, manifest = latest_manifest(storage, folder)
+    appended (``LSMTimelineWriter.updateManifest``). Returns the new version and manifest.
+
+    Nothing of another writer's is ever deleted or overwritten: a ``manifest_<V+1>`` already there (left
+    by a run that crashed before moving ``_version_``) was committed, and is published first
+    (:func:`publish_latest`); the new manifest is created without overwriting (the commit point), and a
+    writer that finds its ``manifest_<V+1>`` taken meanwhile (another writer committed after this one read
+    the history: a stale writer woken after its lock passed on) raises
+    :class:`~hoodie.errors.CommitConflict`, having changed nothing; ``_version_`` then moves by
+    compare-and-set (:func:`_move_version`)."""
+    version = publish_latest(storage, folder)
+    manifest = read_manifest(storage, folder, version)
     new = manifest.updated(remove, add)
     new_version = 1 if version < 0 else version + 1
     path = f"{folder}/{MANIFEST_PREFIX}{new_version}"
-    _delete(storage, path)  # left by a run that crashed before writing _version_
-    _create(storage, path, new.to_json())
+    try:
+        _create(storage, path, new.to_json())
+    except FileAlreadyExists:
+        raise CommitConflict(
+            f"{storage.full_path(path)} was written by another writer after this one read snapshot "
+            f"{version}: its change is dropped (nothing of the history was changed by it)"
+        ) from None
     if failpoint_name:
         failpoint(failpoint_name)
-    version_path = f"{folder}/{VERSION_FILE}"
-    _delete(storage, version_path)
-    _create(storage, version_path, str(new_version).encode("utf-8"))
+    _move_version(storage, folder, new_version)
     return new_version, new
+
+
+def publish_latest(storage: Storage, folder: str) -> int:
+    """Roll the history forward: while a ``manifest_<V+1>`` follows the published version V (a writer
+    created it, its commit point, and did not move ``_version_``), move ``_version_`` to it; one that does
+    not parse (torn: written whole only where the store creates atomically) is deleted instead. Returns the
+    latest version (-1: no history)."""
+    version = latest_version(storage, folder)
+    while True:
+        following = 1 if version < 0 else version + 1
+        path = f"{folder}/{MANIFEST_PREFIX}{following}"
+        try:
+            Manifest.parse(storage.read(path), where=path)
+        except FileNotFoundError:
+            return version
+        except CorruptTimelineFile as e:  # torn (a store without atomic creates): never committed
+            logger.warning("deleting %s, a torn manifest never published: %s", storage.full_path(path), e)
+            _delete(storage, path)
+            return version
+        _move_version(storage, folder, following)
+        version = following
+
+
+def _move_version(storage: Storage, folder: str, version: int) -> None:
+    """Make ``_version_`` name ``version`` unless it names a later one already: a compare-and-set on the
+    version read where the store has one (a writer that read an older ``_version_`` never moves it back),
+    else Hudi's delete and create."""
+    path = f"{folder}/{VERSION_FILE}"
+    data = str(version).encode("utf-8")
+    if not storage.compare_and_set:
+        _delete(storage, path)
+        _create(storage, path, data)
+        return
+    while True:
+        try:
+            text, tag = storage.read_versioned(path)
+        except FileNotFoundError:
+            try:
+                storage.create(path, data)
+            except FileAlreadyExists:
+                continue
+            return
+        current = text.decode("utf-8", errors="replace")
+        if _JAVA_INT_RE.match(current) and abs(int(current)) <= _INT_MAX and int(current) >= version:
+            return
+        try:
+            storage.replace_if_version(path, data, tag)
+        except VersionConflict:
+            continue
+        if storage.is_local:  # Hadoop's checksum of the old content must not stand beside the new
+            storage.delete(_crc_of(path))
+        return
 
 
 def encode_lsm_file(table: pa.Table, *, compression: str = "gzip") -> bytes:
@@ -516,8 +585,12 @@ def _delete(storage: Storage, path: str) -> None:
     """Delete a file of the history and, locally, Hadoop's ``.<name>.crc`` beside it."""
     storage.delete(path)
     if storage.is_local:
-        folder, _, name = path.rpartition("/")
-        storage.delete(f"{folder}/.{name}.crc" if folder else f".{name}.crc")
+        storage.delete(_crc_of(path))
+
+
+def _crc_of(path: str) -> str:
+    folder, _, name = path.rpartition("/")
+    return f"{folder}/.{name}.crc" if folder else f".{name}.crc"
 
 
 # -- compaction and clean ---------------------------------------------------------------------------------
@@ -642,6 +715,7 @@ __all__ = [
     "latest_version",
     "lsm_instants_of",
     "manifest_versions",
+    "publish_latest",
     "read_lsm_history",
     "read_manifest",
 ]
