@@ -7,14 +7,25 @@ committing upserts and deletes with our table writer under the shared ZooKeeper 
 replicas running every service, each reaching ZooKeeper through a TCP proxy of its own, and a fault injector
 (:mod:`support.chaos.faults`) that at seeded random moments SIGKILLs a replica or the writer, cuts a
 replica's ZooKeeper connection, partitions it past its session timeout (the session expires), makes the
-object store fail or throttle, or fills the disk. Then it heals everything, lets the replicas settle, stops
-them, runs a last clean, and judges (:mod:`support.chaos.judge`):
+object store fail or throttle, or fills the disk. Beside them run the second executors of issue 32
+(:mod:`support.chaos.actors`), drawn from the seed: a daemon naming the table under another spelling, a daemon
+on another ZooKeeper base path (its claims invisible to the replicas; only the instants' leases hold it off),
+an operator running one-off ``hoodied compact|cluster|logcompact --mode execute --instant T [--take-over]``
+commands and ``hoodied ctl cancel`` on instants the replicas may be running, and replicas frozen with SIGSTOP
+past their session and their heartbeat, then continued. Then it heals everything, lets the daemons settle,
+stops them, runs a last clean, and judges (:mod:`support.chaos.judge`):
 
 - every record the writer's acknowledged commits wrote is there with its latest value, and nothing else
   (hudi-rs reads the table; the expected rows come from the ledger);
-- no instant completed twice (one completed file per instant; one ``completed`` log line across replicas);
+- no instant completed twice (one completed file per instant; one ``completed`` log line across the daemons
+  and the one-offs' output);
 - after the clean, no data file lies outside the latest file slices (nothing left of failed attempts);
-- every replica is healthy at the end, or was restarted after the injector killed it, and stops with 0.
+- every daemon is healthy at the end, or was restarted after the injector killed it, and stops with 0;
+- the second daemon's table lock is the writers' (its lock contenders show up there, never under its own
+  base path).
+
+Each trial counts what the second executors did (``alias_runs``, ``oneoff_runs``, ``oneoff_refused``,
+``stops``, ...) and how many runs ended ``lost the race``.
 
 Everything a trial does is derived from its seed, so a failing seed runs the same schedule again (the
 processes' own timing still varies). ``python -m support.chaos --trials N --seed S`` (from ``tests/``, or

@@ -1,7 +1,8 @@
 """``python -m support.chaos --trials N --seed S`` (from ``tests/``; ``make chaos TRIALS=N SEED=S``): a
 campaign of N trials, seeds S, S+1, ...; prints a line per trial and the totals, keeps the folders of failed
 trials (their logs, ledger and a copy of the table), and exits 1 when any trial failed. ``--seeds 7,42``
-runs exactly those seeds again."""
+runs exactly those seeds again; ``--actors alias,oneoff`` limits the second executors (``none``: the
+replicas and the writer alone, as before issue 32)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from support.chaos.faults import Tmpfs
-from support.chaos.trial import TrialResult, TrialSpec, run_trial
+from support.chaos.trial import ACTORS, TrialResult, TrialSpec, run_trial
 from support.s3_faults import FaultProxy
 from support.s3_server import S3Server, moto_available
 from support.zk_server import ZooKeeperServer, zookeeper_available
@@ -33,7 +34,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--versions", default="6,8,9")
     p.add_argument("--stores", default="local", help="local and/or s3, comma-separated")
     p.add_argument("--work", help="folder for the trials (default: a new temporary one)")
+    p.add_argument(
+        "--actors",
+        default=",".join(ACTORS),
+        help=f"second executors that may appear, comma-separated (default all: {','.join(ACTORS)}; none)",
+    )
     args = p.parse_args(argv)
+    actors = tuple(a for a in args.actors.split(",") if a and a != "none")
+    unknown = sorted(set(actors) - set(ACTORS))
+    if unknown:
+        p.error(f"--actors: unknown {', '.join(unknown)} (known: {', '.join(ACTORS)})")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     missing = zookeeper_available()
     if missing:
@@ -68,12 +78,15 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.update(server.environment())  # the judges read the store directly
             s3 = (server, stack.enter_context(FaultProxy(server.endpoint)))
         for seed in seeds:
-            spec = TrialSpec.of(seed, args.duration, versions=versions, stores=stores)
+            spec = TrialSpec.of(seed, args.duration, versions=versions, stores=stores, actors=actors)
             if no_tmpfs:
                 spec = replace(spec, kinds=tuple(k for k in spec.kinds if k != "disk_full"))
             result = run_trial(spec, work / f"seed-{seed}", zk, tmpfs=not no_tmpfs, s3=s3)
             results.append(result)
             print(result.summary(), flush=True)
+            for line in result.events:  # what the operator's commands ended with (kept: the folder goes)
+                if line.startswith(("one-off ", "ctl ")):
+                    print(f"      {line}", flush=True)
             if result.ok:
                 shutil.rmtree(result.work, ignore_errors=True)
     print(report(results, time.monotonic() - started))
@@ -86,10 +99,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(results: list[TrialResult], seconds: float) -> str:
     faults: Counter[str] = Counter()
+    actors: Counter[str] = Counter()
     completed: Counter[str] = Counter()
     by_version: Counter[str] = Counter()
     for r in results:
         faults.update(r.faults)
+        actors.update(r.actors)
         completed.update({k: n for k, n in r.verdict.completed.items() if not k.startswith("timeline:")})
         by_version[f"v{r.spec.table_version} {r.spec.table_type} {r.spec.store}"] += 1
     acked = sum(r.verdict.batches_acked for r in results)
@@ -104,6 +119,9 @@ def report(results: list[TrialResult], seconds: float) -> str:
         f"  writer batches acknowledged {acked}; records checked {records}",
         f"  trials with lost records {lost}; with duplicated records or double completions {twice}",
         f"  replica restarts after kills {sum(r.replica_restarts for r in results)}",
+        "  second executors: " + (", ".join(f"{k} {n}" for k, n in sorted(actors.items())) or "none"),
+        f"  runs that ended lost the race {actors['lost_race']} (daemons' "
+        f"{actors['lost_race'] - actors['oneoff_lost_race']}, one-offs' {actors['oneoff_lost_race']})",
     ]
     return "\n".join(lines)
 

@@ -10,7 +10,14 @@ Kinds (each undone after a while, except the kills, whose process is started aga
   its claims and table lock vanish on the server while it may be in the middle of a job or a commit;
 - ``disk_full``: fill the file system the table lives on (a size-limited tmpfs) for 2-8 s;
 - ``store_errors``: the object store answers a share of the requests with 503 SlowDown, 500, or a reset
-  connection for 2-10 s (tables on the S3-compatible server, through a fault-injecting proxy).
+  connection for 2-10 s (tables on the S3-compatible server, through a fault-injecting proxy);
+- ``stop_replica``: SIGSTOP a daemon's process group (its Spark JVM and Python workers with it) for longer
+  than its ZooKeeper session timeout and its instants' heartbeat expiry together, then SIGCONT it: it wakes
+  holding claims, a lease and maybe the table lock that are all gone, as after a long GC pause or a frozen VM;
+- ``oneoff``: an operator runs ``hoodied compact|cluster|logcompact PATH --mode execute --instant T`` (some
+  with ``--take-over``) on a pending instant a replica may be running (:mod:`support.chaos.actors`);
+- ``cancel``: an operator cancels a running instant with ``hoodied ctl cancel`` (the replica rolls it back to
+  requested) and retries it 2-6 s later with ``hoodied ctl retry``.
 
 Only the kinds a trial can inflict are drawn (a tmpfs needs ``mount``; store errors need a table on S3).
 """
@@ -34,7 +41,17 @@ from typing import Protocol
 
 logger = logging.getLogger(__name__)
 
-KINDS = ("kill_replica", "kill_writer", "zk_cut", "zk_partition", "disk_full", "store_errors")
+KINDS = (
+    "kill_replica",
+    "kill_writer",
+    "zk_cut",
+    "zk_partition",
+    "disk_full",
+    "store_errors",
+    "stop_replica",
+    "oneoff",
+    "cancel",
+)
 
 #: Relative weights of the kinds when drawn.
 WEIGHTS = {
@@ -44,7 +61,20 @@ WEIGHTS = {
     "zk_partition": 2,
     "disk_full": 2,
     "store_errors": 3,
+    "stop_replica": 2,
+    "oneoff": 3,
+    "cancel": 1,
 }
+
+
+@dataclass(frozen=True)
+class OneOffOrder:
+    """What the injector asks of an operator's one-off command (drawn from the trial's seed): whether it
+    passes ``--take-over``, and a number that seeds its other choices (which pending instant, which spelling
+    of the table's path)."""
+
+    take_over: bool
+    draw: int
 
 
 class StoreFaults(Protocol):
@@ -135,6 +165,18 @@ class Targets:
     session_timeout: float
     disk: Tmpfs | None = None
     store: StoreFaults | None = None
+    #: Daemons that ``stop_replica`` may freeze (the replicas, and any second daemon on the table).
+    stoppable: Sequence[str] = ()
+    #: SIGSTOP / SIGCONT a daemon; ``stop`` returns what ``resume`` needs to continue that very process.
+    stop: Callable[[str], object] | None = None
+    resume: Callable[[object], None] | None = None
+    #: Seconds a stop lasts at least: the session timeout and the instants' heartbeat expiry together.
+    stop_floor: float = 0.0
+    #: An operator's one-off command (returns at once; the command runs in the background).
+    oneoff: Callable[[OneOffOrder], str] | None = None
+    #: ``hoodied ctl cancel`` of a running instant: returns what was cancelled (for ``retry``), or None.
+    cancel: Callable[[], object | None] | None = None
+    retry: Callable[[object], None] | None = None
 
 
 @dataclass
@@ -160,6 +202,7 @@ class FaultInjector:
     _seq: int = 0
     _down: set[str] = field(default_factory=set)  # replicas / "writer" killed and not yet restarted
     _blocked: set[str] = field(default_factory=set)
+    _stopped: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self, duration: float, stop: threading.Event) -> None:
@@ -179,7 +222,20 @@ class FaultInjector:
             if next_fault <= now:
                 self._inject(now)
                 next_fault = now + self.rng.uniform(0.5, 2 * self.mean_gap)
+        self._wait_out_stops(started, stop)
         self.heal()
+
+    def _wait_out_stops(self, started: float, stop: threading.Event) -> None:
+        """A stop drawn near the end still lasts its whole hold (one cut short at the end would not outlast
+        the session it is there to outlast); everything else drawn before it is undone on time meanwhile."""
+        while self._stopped and self._undo and not stop.is_set():
+            at = self._undo[0][0]
+            now = time.monotonic() - started
+            if at > now:
+                stop.wait(at - now)
+                continue
+            _, _, what, undo = heapq.heappop(self._undo)
+            self._safely(what, undo)
 
     def heal(self) -> None:
         """Undo every fault in force (restart what is down, unblock, free the disk, heal the store)."""
@@ -208,6 +264,14 @@ class FaultInjector:
             choices.remove("disk_full")
         if "store_errors" in choices and (t.store is None or "store" in self._blocked):
             choices.remove("store_errors")
+        stoppable = [d for d in t.stoppable if d not in self._down and d not in self._stopped]
+        # One daemon frozen at a time: with two, both could be frozen past their sessions at once.
+        if "stop_replica" in choices and (t.stop is None or not stoppable or self._stopped):
+            choices.remove("stop_replica")
+        if "oneoff" in choices and t.oneoff is None:
+            choices.remove("oneoff")
+        if "cancel" in choices and (t.cancel is None or "cancel" in self._blocked):
+            choices.remove("cancel")
         if not choices:
             return
         kind = self.rng.choices(choices, weights=[WEIGHTS[k] for k in choices])[0]
@@ -250,6 +314,27 @@ class FaultInjector:
             self._blocked.add("store")
             self._later(now + hold, "heal the store", lambda: self._heal_store(store))
             self._note(now, kind, "store", f"{rate:.0%} of requests for {hold:.1f} s")
+        elif kind == "stop_replica":
+            assert t.stop is not None
+            name = self.rng.choice(stoppable)
+            hold = t.stop_floor + self.rng.uniform(1.0, 6.0)
+            stopped = t.stop(name)
+            self._stopped.add(name)
+            self._later(now + hold, f"continue {name}", lambda: self._continue(name, stopped))
+            self._note(now, kind, name, f"{hold:.1f} s")
+        elif kind == "oneoff":
+            assert t.oneoff is not None
+            order = OneOffOrder(take_over=self.rng.random() < 0.35, draw=self.rng.randrange(1 << 30))
+            self._note(now, kind, "operator", t.oneoff(order))
+        elif kind == "cancel":
+            assert t.cancel is not None
+            cancelled = t.cancel()
+            if cancelled is None:
+                return  # nothing running to cancel: not a fault
+            self._blocked.add("cancel")
+            hold = self.rng.uniform(2.0, 6.0)
+            self._later(now + hold, f"retry {cancelled}", lambda: self._retry(cancelled))
+            self._note(now, kind, "operator", f"{cancelled}, retried after {hold:.1f} s")
 
     def _note(self, now: float, kind: str, target: str, detail: str = "") -> None:
         self.counts[kind] += 1
@@ -275,5 +360,15 @@ class FaultInjector:
         self._blocked.discard("store")
         store.heal()
 
+    def _continue(self, name: str, stopped: object) -> None:
+        self._stopped.discard(name)
+        assert self.targets.resume is not None
+        self.targets.resume(stopped)
 
-__all__ = ["KINDS", "Event", "FaultInjector", "StoreFaults", "Targets", "Tmpfs"]
+    def _retry(self, cancelled: object) -> None:
+        self._blocked.discard("cancel")
+        assert self.targets.retry is not None
+        self.targets.retry(cancelled)
+
+
+__all__ = ["KINDS", "Event", "FaultInjector", "OneOffOrder", "StoreFaults", "Targets", "Tmpfs"]

@@ -111,10 +111,15 @@ def compare_rows(rows: pa.Table, expected: Mapping[str, int], reader: str, verdi
 
 
 def check_single_completion(
-    table: Table, logs: Sequence[Path], writer_instants: set[str], verdict: Verdict
+    table: Table,
+    logs: Sequence[Path],
+    writer_instants: set[str],
+    verdict: Verdict,
+    others: Mapping[tuple[str, str], int] | None = None,
 ) -> None:
     """Each instant completed once: one completed file per instant on the active timeline, none both active
-    and archived, and at most one replica that logged completing it."""
+    and archived, and at most one run that said it completed it: the daemons' logs, and ``others``
+    ((service, instant) -> how many times) from runs that do not log as a daemon (an operator's one-offs)."""
     names = [f.name for f in table.storage.list(table.config.timeline_path) if not f.is_dir]
     per_time = Counter(
         i.time for i in (Instant.try_parse(n) for n in names) if i is not None and i.state is State.COMPLETED
@@ -139,9 +144,10 @@ def check_single_completion(
             m = done.match(message)
             if m:
                 completions[(m.group(1), m.group(2))] += 1
+    completions.update(others or {})
     again = sorted(k for k, n in completions.items() if n > 1)
     if again:
-        verdict.problems.append(f"instant(s) completed by two runs (replica logs): {again[:5]}")
+        verdict.problems.append(f"instant(s) completed by two runs (daemon logs, one-offs): {again[:5]}")
     for (service, _), n in completions.items():
         verdict.completed[service] += n
     for t, instant in completed_times(table).items():

@@ -34,6 +34,7 @@ from hoodie.testing.table_writer import TableWriter
 from hoodie.write.failed_writes import rollback_failed_writes
 from hoodied.coordination import identity
 from hoodied.zookeeper import ZooKeeper, ZooKeeperConfig
+from support.chaos.actors import ONEOFF_TIMEOUT, ZOOKEEPER_PROVIDER, LockWatch, Operator, outcomes, spellings
 from support.chaos.faults import FaultInjector, StoreFaults, Targets, Tmpfs
 from support.chaos.judge import Verdict, check_no_orphans, check_records, check_single_completion
 from support.chaos.ledger import SCHEMA, Ledger
@@ -50,6 +51,14 @@ CHECKOUT = Path(__file__).resolve().parents[3]
 SESSION_TIMEOUT = 6.0
 TABLE_NAME = "chaos"
 REPLICAS = ("r1", "r2", "r3")
+#: The second executors (:mod:`support.chaos.actors`): ``alias``, a daemon naming the table another way on
+#: the replicas' ZooKeeper base path; ``second``, a daemon on a base path of its own; and the fault kinds
+#: ``stop_replica`` (SIGSTOP past the session and the heartbeat), ``oneoff`` and ``cancel`` (an operator).
+ACTORS = ("alias", "second", "stop_replica", "oneoff", "cancel")
+#: The daemons' replica names.
+ALIAS = "a1"
+SECOND = "d2"
+LOCK_BASE_PATH = "hoodie.write.lock.zookeeper.base_path"
 #: One replica commits slowly: it holds the table lock two seconds inside every commit of a rewriting service
 #: (and before a clean's), so that kills and ZooKeeper partitions often land in the middle of a commit.
 SLOW_COMMITTER = "r1"
@@ -70,6 +79,10 @@ class TrialSpec:
     record_index: bool
     duration: float
     kinds: tuple[str, ...]
+    #: Daemons besides the replicas: ``alias`` and/or ``second`` (:data:`ACTORS`).
+    daemons: tuple[str, ...] = ()
+    #: Which other spelling of the table's path the alias gives (an index, modulo their number).
+    alias_spelling: int = 0
 
     @classmethod
     def of(
@@ -80,27 +93,42 @@ class TrialSpec:
         versions: tuple[int, ...] = (6, 8, 9),
         stores: tuple[str, ...] = ("local",),
         kinds: tuple[str, ...] = (),
+        actors: tuple[str, ...] = ACTORS,
     ) -> TrialSpec:
+        """The trial of ``seed``. ``actors``: which of :data:`ACTORS` may appear (the extra daemons are
+        drawn among those allowed: one of them or both; the operator's and the stops' kinds join the
+        faults drawn, unless ``kinds`` names the kinds)."""
         rng = random.Random(f"spec-{seed}")
         version = versions[seed % len(versions)]
         store = stores[(seed // len(versions)) % len(stores)]
         table_type = "COPY_ON_WRITE" if rng.random() < 0.3 else "MERGE_ON_READ"
-        default = ("kill_replica", "kill_writer", "zk_cut", "zk_partition")
+        record_index = version >= 8 and rng.random() < 0.5
+        default: tuple[str, ...] = ("kill_replica", "kill_writer", "zk_cut", "zk_partition")
         default += ("disk_full",) if store == "local" else ("store_errors",)
+        default += tuple(k for k in ("stop_replica", "oneoff", "cancel") if k in actors)
+        allowed = [d for d in ("alias", "second") if d in actors]
+        choices = [(d,) for d in allowed] + ([tuple(allowed)] if len(allowed) > 1 else [])
+        daemons = rng.choice(choices) if choices else ()
         return cls(
             seed=seed,
             table_version=version,
             table_type=table_type,
             store=store,
-            record_index=version >= 8 and rng.random() < 0.5,
+            record_index=record_index,
             duration=duration,
             kinds=kinds or default,
+            daemons=daemons,
+            alias_spelling=rng.randrange(1 << 16),
         )
 
     def describe(self) -> str:
         kind = "MOR" if self.table_type == "MERGE_ON_READ" else "COW"
         index = " +record_index" if self.record_index else ""
-        return f"seed {self.seed}: v{self.table_version} {kind}{index} on {self.store}, {self.duration:.0f} s"
+        daemons = "".join(f" +{d}" for d in self.daemons)
+        return (
+            f"seed {self.seed}: v{self.table_version} {kind}{index}{daemons} on {self.store}, "
+            f"{self.duration:.0f} s"
+        )
 
 
 class TableStore(Protocol):
@@ -201,6 +229,9 @@ class TrialResult:
     work: Path
     replica_restarts: int = 0
     problems: list[str] = field(default_factory=list)
+    #: What the second executors did (:meth:`Trial.actor_counts`): ``alias_runs``, ``oneoff_runs``,
+    #: ``stops``, ``lost_race``...
+    actors: Counter[str] = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
@@ -210,12 +241,13 @@ class TrialResult:
         v = self.verdict
         done = ", ".join(f"{k} {n}" for k, n in sorted(v.completed.items()) if not k.startswith("timeline:"))
         faults = ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items())) or "none"
+        actors = ", ".join(f"{k} {n}" for k, n in sorted(self.actors.items())) or "none"
         head = "ok  " if self.ok else "FAIL"
         return (
             f"{head} {self.spec.describe()} ({self.seconds:.0f} s): faults {faults}; batches acked "
             f"{v.batches_acked}, failed {v.batches_failed}, unacknowledged but committed "
             f"{v.batches_unacked_committed}, not committed {v.batches_unacked_lost}; "
-            f"completed {done or 'none'}; records checked {v.records_checked}"
+            f"completed {done or 'none'}; records checked {v.records_checked}; actors {actors}"
             + ("" if self.ok else "\n      " + "\n      ".join(self.problems))
         )
 
@@ -231,6 +263,20 @@ class Trial:
         self.base_path = f"/chaos-{spec.seed}-{os.getpid()}-{int(time.time())}"
         self.lock_path = f"{self.base_path}/locks/{TABLE_NAME}"
         self.proxies = {name: TcpProxy(zk.connect) for name in REPLICAS}
+        extra = {"alias": ALIAS, "second": SECOND}
+        self.daemons = REPLICAS + tuple(extra[d] for d in spec.daemons)
+        link = None
+        if store.uri.startswith("/"):  # a symbolic link to the table is one more of its names
+            link = work / "table-link"
+            with contextlib.suppress(FileExistsError):
+                link.symlink_to(store.uri, target_is_directory=True)
+        self.spellings = spellings(store.uri, link)
+        self.alias_path = self.spellings[1 + spec.alias_spelling % (len(self.spellings) - 1)]
+        #: The second daemon's own ZooKeeper base path, and where its lock would be if it followed it.
+        self.second_base_path = f"{self.base_path}-second"
+        self.second_lock_path = f"{self.second_base_path}/locks/{TABLE_NAME}"
+        self.operator: Operator | None = None
+        self.lock_watch: LockWatch | None = None
         self.replicas: dict[str, Process] = {}
         self.writer: Process | None = None
         self.ledger = Ledger(work / "ledger.jsonl")
@@ -250,10 +296,9 @@ class Trial:
         env.update(self.store.env)
         return env
 
-    def _config(self, name: str, port: int) -> Path:
-        mor = self.spec.table_type == "MERGE_ON_READ"
-        schedule = ["compaction", "logcompaction", "clustering", "clean"] if mor else ["clustering", "clean"]
-        hoodie = {
+    def _hoodie(self) -> dict[str, str]:
+        """The table's ``hoodie:`` settings in every daemon's configuration (and a one-off's ``--conf``)."""
+        return {
             "hoodie.compact.inline.max.delta.commits": "3",
             "hoodie.log.compaction.blocks.threshold": "2",
             "hoodie.clustering.async.max.commits": "4",
@@ -270,9 +315,26 @@ class Trial:
             "hoodie.clustering.updates.strategy": "org.apache.hudi.client.clustering.update.strategy."
             "SparkAllowUpdateStrategy",
         }
+
+    def _config(self, name: str, port: int) -> Path:
+        """Daemon ``name``'s configuration: a replica's (through its ZooKeeper proxy); the alias's (the table
+        under another spelling and label, the replicas' base path); the second daemon's (a ZooKeeper base path
+        and lock base path of its own, the writers' lock named in the table's settings); the operator's
+        (for ``hoodied ctl``: the replicas' base path, ZooKeeper directly)."""
+        mor = self.spec.table_type == "MERGE_ON_READ"
+        schedule = ["compaction", "logcompaction", "clustering", "clean"] if mor else ["clustering", "clean"]
+        hoodie = self._hoodie()
+        connect = self.proxies[name].connect if name in self.proxies else self.zk.connect
+        base_path, lock_base_path = self.base_path, f"{self.base_path}/locks"
+        table_path, label = self.store.uri, TABLE_NAME
+        if name == ALIAS:
+            table_path, label = self.alias_path, f"{TABLE_NAME}-alias"
+        elif name == SECOND:
+            base_path, lock_base_path = self.second_base_path, f"{self.second_base_path}/locks"
+            hoodie[LOCK_BASE_PATH] = f"{self.base_path}/locks"
         table = {
-            "path": self.store.uri,
-            "name": TABLE_NAME,
+            "path": table_path,
+            "name": label,
             "schedule": schedule,
             "hoodie": hoodie,
             "storage_options": self.store.storage_options,
@@ -284,10 +346,10 @@ class Trial:
             poll_jitter: 0.2
             reschedule_interval: 5s
             zookeeper:
-              connect: {self.proxies[name].connect}
-              base_path: {self.base_path}
+              connect: {connect}
+              base_path: {base_path}
               session_timeout: {SESSION_TIMEOUT}s
-              lock_base_path: {self.base_path}/locks
+              lock_base_path: {lock_base_path}
             spark:
               master: local[1]
               max_concurrent_jobs: 2
@@ -330,6 +392,21 @@ class Trial:
             self.killed.add(name)
             replica = self.replicas[name]
         _kill_group(replica.proc)
+
+    def stop_daemon(self, name: str) -> object:
+        """SIGSTOP daemon ``name``'s process group (its JVM and Python workers too); returns the process,
+        for :meth:`resume_daemon`."""
+        with self._guard:
+            proc = self.replicas[name].proc
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGSTOP)
+        return proc
+
+    def resume_daemon(self, stopped: object) -> None:
+        """SIGCONT the process group :meth:`stop_daemon` stopped (gone already if it was killed meanwhile)."""
+        assert isinstance(stopped, subprocess.Popen)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(stopped.pid, signal.SIGCONT)
 
     def start_writer(self) -> None:
         log = self.work / "writer.log"
@@ -402,13 +479,18 @@ class Trial:
         zookeeper.start()
         try:
             self._create_table()
-            for name in REPLICAS:
+            self.lock_watch = LockWatch(
+                self.zk.connect, self.lock_path, self.second_lock_path if SECOND in self.daemons else None
+            )
+            self.lock_watch.start()
+            for name in self.daemons:
                 self.start_replica(name)
-            for name in REPLICAS:
+            for name in self.daemons:
                 self._wait_ready(name, 180.0)
             self.start_writer()
             watcher = threading.Thread(target=self._watch, name="chaos-watch", daemon=True)
             watcher.start()
+            operator = self.operator = self._operator()
             injector = FaultInjector(
                 Targets(
                     replicas=REPLICAS,
@@ -422,6 +504,13 @@ class Trial:
                     session_timeout=SESSION_TIMEOUT,
                     disk=self.store.disk,
                     store=self.store.faults,
+                    stoppable=self.daemons,
+                    stop=self.stop_daemon,
+                    resume=self.resume_daemon,
+                    stop_floor=SESSION_TIMEOUT + HEARTBEAT.expiry_ms / 1000,
+                    oneoff=operator.launch,
+                    cancel=operator.cancel,
+                    retry=operator.retry,
                 ),
                 random.Random(f"faults-{self.spec.seed}"),
                 self.spec.kinds,
@@ -433,6 +522,8 @@ class Trial:
                 self._request_record_index(zookeeper)
             chaos.join()
             self._stop_writer()
+            operator.finish(ONEOFF_TIMEOUT)
+            self.problems.extend(operator.errors)
             self._settle(180.0)
             self._done.set()  # from here on, exits are ours
             watcher.join(5)
@@ -448,17 +539,26 @@ class Trial:
             self._done.set()
             if injector is not None:
                 injector.heal()
+            if self.operator is not None:
+                self.operator.finish(0.0)
             self._close()
             zookeeper.stop()
+        events = (
+            [f"{e.at:7.1f} s {e.kind} {e.target} {e.detail}" for e in injector.events] if injector else []
+        )
+        if self.operator is not None:
+            events += [f"one-off {o.describe()}" for o in self.operator.oneoffs]
+            events += [f"ctl cancel {c.describe()}" for c in self.operator.cancels]
         result = TrialResult(
             self.spec,
             verdict,
             injector.counts if injector is not None else Counter(),
-            [f"{e.at:7.1f} s {e.kind} {e.target} {e.detail}" for e in injector.events] if injector else [],
+            events,
             time.monotonic() - started,
             self.work,
             self.restarts,
             self.problems + verdict.problems,
+            self.actor_counts(injector.counts if injector is not None else Counter()),
         )
         (self.work / "result.txt").write_text(result.summary() + "\n\n" + "\n".join(result.events) + "\n")
         if not result.ok:
@@ -521,7 +621,7 @@ class Trial:
         LAZY clean rolls back the writer's killed commits), or ``timeout``."""
         storage = Storage.for_uri(self.store.uri, self.store.storage_options)
         deadline = time.monotonic() + timeout
-        for name in REPLICAS:
+        for name in self.daemons:
             self._wait_ready(name, 120.0)
         while time.monotonic() < deadline:
             try:
@@ -574,14 +674,58 @@ class Trial:
         entries = self.ledger.entries()
         check_records(table, self.spec.seed, entries, verdict)
         writer_instants = {e.instant for e in entries.values() if e.instant is not None}
-        logs = [self.work / f"{name}.log" for name in REPLICAS]
-        check_single_completion(table, logs, writer_instants, verdict)
+        logs = [self.work / f"{name}.log" for name in self.daemons]
+        oneoffs = self.operator.completions() if self.operator is not None else Counter()
+        check_single_completion(table, logs, writer_instants, verdict, oneoffs)
         check_no_orphans(table, verdict)
         if table.config.metadata_partitions and self.store.uri.startswith("/"):
             try:
                 check_metadata_table(Path(self.store.uri), "after the trial")
             except AssertionError as e:
                 verdict.problems.append(f"metadata table: {e}")
+
+    def _operator(self) -> Operator:
+        """The operator: one-offs with the table's settings, the writers' ZooKeeper lock (Hudi's keys, as
+        the README tells operators) and the trial's heartbeat; ``hoodied ctl`` through a configuration of
+        the replicas' own."""
+        host, _, port = self.zk.connect.rpartition(":")
+        conf = {
+            **self._hoodie(),
+            "hoodie.write.lock.provider": ZOOKEEPER_PROVIDER,
+            "hoodie.write.lock.zookeeper.url": host,
+            "hoodie.write.lock.zookeeper.port": port,
+            LOCK_BASE_PATH: f"{self.base_path}/locks",
+            "hoodie.write.lock.zookeeper.lock_key": TABLE_NAME,
+        }
+        control = self._config("operator", free_port())
+        storage = Storage.for_uri(self.store.uri, self.store.storage_options)
+        return Operator(self.work, storage, self.spellings, conf, self._env(), control, TABLE_NAME)
+
+    def actor_counts(self, faults: Counter[str]) -> Counter[str]:
+        """What the second executors did: per daemon the instants it completed and its runs that ended
+        ``lost the race`` or were left alone (``foreign``: another run held the instant); the one-offs'
+        ends; the stops; whose lock contenders showed up where; ``lost_race`` over everyone."""
+        out: Counter[str] = Counter()
+        prefix = {ALIAS: "alias", SECOND: "second"}
+        for name in self.daemons:
+            seen = outcomes(self.work / f"{name}.log")
+            who = prefix.get(name, "replica")
+            out[f"{who}_runs"] += sum(seen.completed.values())
+            out[f"{who}_lost_race"] += seen.lost_race
+            out[f"{who}_foreign"] += seen.foreign
+            out["lost_race"] += seen.lost_race
+        for d in self.spec.daemons:
+            out[f"{d}_daemons"] += 1
+        if self.operator is not None:
+            counts = self.operator.counts()
+            out.update(counts)
+            out["lost_race"] += counts["oneoff_lost_race"]
+        out["stops"] += faults["stop_replica"]
+        if self.lock_watch is not None:
+            shared = self.lock_watch.seen[self.lock_path]
+            out["second_locks"] += shared[SECOND]
+            out["oneoff_locks"] += shared["hoodied-cli"]
+        return +out
 
     def _close(self) -> None:
         for replica in self.replicas.values():
@@ -590,6 +734,14 @@ class Trial:
             _kill_group(self.writer.proc)
         for proxy in self.proxies.values():
             proxy.close()
+        if self.lock_watch is not None:
+            elsewhere = self.lock_watch.seen.get(self.second_lock_path)
+            if elsewhere:
+                self.problems.append(
+                    f"the second daemon took the table lock at {self.second_lock_path} (its own base path), "
+                    f"not at the writers' {self.lock_path}: {dict(elsewhere)}"
+                )
+            self.lock_watch.stop()
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -642,6 +794,7 @@ def run_trial(
 
 
 __all__ = [
+    "ACTORS",
     "REPLICAS",
     "LocalStore",
     "S3Store",
