@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -59,6 +60,16 @@ def _events(replicas: list[Replica], phrase: str) -> Counter[tuple[str, str, str
             msg = str(rec.get("msg", ""))
             if msg.startswith(phrase) and "instant" in rec:
                 out[(r.name, str(rec.get("action")), str(rec["instant"]))] += 1
+    return out
+
+
+def _started_at(replica: Replica, instants: set[str]) -> dict[str, datetime]:
+    """When ``replica`` logged starting each of ``instants`` (its last start of each)."""
+    out: dict[str, datetime] = {}
+    for rec in replica.records():
+        if str(rec.get("msg", "")).startswith("running ") and rec.get("instant") in instants:
+            out[str(rec["instant"])] = datetime.fromisoformat(str(rec["ts"]).replace("Z", "+00:00"))
+    assert set(out) == instants, f"{replica.name} started {sorted(out)}, not all of {sorted(instants)}"
     return out
 
 
@@ -231,11 +242,16 @@ def test_a_replica_killed_mid_job_leaves_the_instant_to_another(
         assert holder["pid"] == victim.proc.pid
     rescuer = cluster.start("rescuer")
     cluster.wait_ready(rescuer)
+    killed_at = datetime.now(UTC)
     os.killpg(victim.proc.pid, signal.SIGKILL)  # the pod is gone: driver, Spark JVM and Python workers
     victim.proc.wait(30)
     took = wait_completed([t], 120, cluster)
+    # The bound is on the takeover (the rescuer starting each instant), not on the jobs' own run time, which
+    # depends on how busy the machine is.
     bound = SESSION_TIMEOUT + POLL_INTERVAL + TAKEOVER_GRACE
-    assert took <= bound + 20, f"took {took:.1f} s after the kill (claims expire after {bound} s)"
+    started = _started_at(rescuer, {i.time for i in target})
+    late = {i: (at - killed_at).total_seconds() for i, at in started.items()}
+    assert max(late.values()) <= bound + 10, f"taken over {late} s after the kill (bound {bound} s)"
     assert cluster.stop(rescuer) == 0
     for i in target:
         _one_base_file_per_group(t.root, i.time)
@@ -261,9 +277,14 @@ def test_a_replica_whose_session_expires_does_not_commit(
         took = wait_completed([t], SESSION_TIMEOUT + 120, cluster)
     finally:
         os.kill(cut_off.proc.pid, signal.SIGCONT)
-    # Woken up, the cut-off replica finds its session lost: it cancels its jobs and commits nothing.
+    # Woken up, the cut-off replica finds its session and its lease lost: it cancels its jobs, commits nothing
+    # and deletes only its own attempt's files (the outcome is lost_race, or claim_lost when the claim's loss
+    # is seen first).
     deadline = time.monotonic() + 60
-    while not any("claim lost" in str(r.get("msg", "")) for r in cut_off.records()):
+    while not any(
+        "lost the race" in str(r.get("msg", "")) or "claim lost, not committed" in str(r.get("msg", ""))
+        for r in cut_off.records()
+    ):
         assert time.monotonic() < deadline, cluster.tail(cut_off, 80)
         time.sleep(0.5)
     time.sleep(5)
