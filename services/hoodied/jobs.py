@@ -57,7 +57,7 @@ from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.table_service import Done, Fence, ServiceJob, TableService
 from hoodie.timeline.instant import Instant, State
-from hoodie.write.attempt import Attempt
+from hoodie.write.attempt import Attempt, AttemptFence
 from hoodie.write.heartbeat import HeartbeatConfig, InstantLease
 from hoodie.write.rollback import discard_attempt_files, rollback_unfinished
 from hoodied.errors import (
@@ -177,8 +177,9 @@ def run_service_job(
             _abandon(job, storage, lock, fence, attempt, JobCancelled, f"cancelled {why} before its commit")
         try:
             done = job.commit(results, fence)
-        except (ClaimLost, LeaseLost):
-            # Not ours to complete any more: what this attempt wrote goes (nobody else's), the rest stays.
+        except (ClaimLost, LeaseLost, LostRace):
+            # Not ours to complete any more (voided by a takeover, too): what this attempt wrote goes (nobody
+            # else's, and no completion names it), the rest stays.
             if job.rollback_groups is not None:
                 discard_attempt_files(storage, T, job.rollback_groups, attempt.number)
             raise
@@ -221,10 +222,14 @@ def _prepare(
         storage, instant.time, HeartbeatConfig.from_config(settings), replica=replica, attempt=attempt.id
     )
 
-    def fence() -> None:
+    def check() -> None:
         if claim_fence is not None:
             claim_fence()
         lease.check(reread=True)
+
+    # The attempt's number decides its completion, and the attempts the lease was taken over from are voided
+    # before any rollback of theirs (hoodie.write.decision).
+    fence = AttemptFence(check, attempt.number, lambda: lease.superseded)
 
     try:
         lease.take()

@@ -9,9 +9,14 @@ deliberately small (acquire with a timeout, release, ``is_held``, ``with``) so t
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
+
+from hoodie.errors import LockLost
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_ACQUIRE_TIMEOUT_SECONDS = 60.0
 
@@ -76,7 +81,16 @@ class AcquireOnEnter:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.release()
+        """Release; when the block already failed, a lock found lost on release is logged and the block's
+        own error goes on (it says what went wrong; the loss only that work under the lock may have
+        raced, and the block did not finish its work)."""
+        if exc is None:
+            self.release()
+            return
+        try:
+            self.release()
+        except LockLost as lost:
+            logger.warning("%s; the block under it had failed already: %s", lost, exc)
 
 
 __all__ = ["DEFAULT_ACQUIRE_TIMEOUT_SECONDS", "AcquireOnEnter", "LockProvider", "held"]

@@ -33,7 +33,7 @@ moves the rollback instant through its states.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from hoodie.config import TableConfig
 from hoodie.errors import CommitConflict, FileAlreadyExists, LockRequired, UnsupportedTable
@@ -261,9 +261,19 @@ class TimelineWriter:
             self._write(inflight, data)
         return inflight
 
-    def complete(self, instant: Instant, content: bytes | TimelineRecord = b"") -> Instant:
+    def complete(
+        self,
+        instant: Instant,
+        content: bytes | TimelineRecord = b"",
+        *,
+        decide: Callable[[str, bytes], None] | None = None,
+    ) -> Instant:
         """Inflight -> completed, under the completed action's name; v8+ with a completion time taken under
-        the lock."""
+        the lock.
+
+        With ``decide`` (:mod:`hoodie.write.decision`), the completed file's path and bytes are decided on
+        first (``decide`` raises when this attempt may not complete), and the file is then written
+        idempotently: a roll forward of the same decision may have written it already."""
         if instant.state is not State.INFLIGHT:
             raise ValueError(f"complete() moves an inflight instant; {instant} is {instant.state.name}")
         if self.layout_version >= 2 and self.lock is None:
@@ -280,7 +290,12 @@ class TimelineWriter:
             if self.layout_version >= 2:
                 completion = self.time_generator.completion_time(self.storage, self.config, self.lock)
             done = Instant(instant.time, done_action, State.COMPLETED, completion)
-            self._write(done, data)
+            if decide is None:
+                self._write(done, data)
+            else:
+                path = f"{self.folder}/{done.file_name_for(self.layout_version)}"
+                decide(path, data)
+                self._write_decided(path, data)
         return done
 
     def revert_to_requested(self, instant: Instant) -> Instant:
@@ -399,6 +414,15 @@ class TimelineWriter:
             yield
         finally:
             self.lock.release()
+
+    def _write_decided(self, path: str, data: bytes) -> None:
+        """Write a decided completed file: the same bytes already there (a roll forward of the decision wrote
+        them) count as written."""
+        try:
+            self.storage.create(path, data)
+        except FileAlreadyExists:
+            if self.storage.read(path) != data:
+                raise CommitConflict(f"{path} was written by another writer first") from None
 
     def _write(self, instant: Instant, data: bytes) -> None:
         name = instant.file_name_for(self.layout_version)

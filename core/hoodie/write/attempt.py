@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import posixpath
 import secrets
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from hoodie.file_group.base_file import BaseFile
 from hoodie.log.log_file import LogFile
@@ -50,6 +51,26 @@ class Attempt:
         return attempt_of_file(posixpath.basename(path)) == self.number
 
 
+def _nothing_superseded() -> frozenset[int]:
+    return frozenset()
+
+
+@dataclass(frozen=True)
+class AttemptFence:
+    """The fence of one attempt of an instant, callable as a plain fence: ``check`` raises when the attempt
+    no longer holds the instant (its claim or lease lost). It also says which attempt it fences (``attempt``:
+    its completion is decided under that number, :mod:`hoodie.write.decision`) and which earlier attempts
+    it took the instant over from (``superseded``, read when needed: a takeover voids them before it rolls
+    anything back, so none of them completes after it)."""
+
+    check: Callable[[], None]
+    attempt: int
+    superseded: Callable[[], frozenset[int]] = field(default=_nothing_superseded)
+
+    def __call__(self) -> None:
+        self.check()
+
+
 def attempt_of_token(token: str | None) -> int | None:
     """The attempt number in a write token (its middle group), or ``None`` for a token of another form."""
     if token is None:
@@ -71,4 +92,4 @@ def attempt_of_file(name: str) -> int | None:
     return None
 
 
-__all__ = ["ATTEMPT_NUMBERS", "Attempt", "attempt_of_file", "attempt_of_token"]
+__all__ = ["ATTEMPT_NUMBERS", "Attempt", "AttemptFence", "attempt_of_file", "attempt_of_token"]

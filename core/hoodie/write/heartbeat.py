@@ -161,6 +161,11 @@ def _this_machine() -> str:
         return ""
 
 
+#: How many superseded attempts a lease's holder record carries (a chain of takeovers is short; this bounds
+#: the file).
+MAX_SUPERSEDED = 32
+
+
 @dataclass(frozen=True)
 class LeaseHolder:
     """Who holds an instant's lease (the heartbeat file's content): a hoodied run. ``machine`` and
@@ -175,9 +180,14 @@ class LeaseHolder:
     beat_ms: int
     machine: str = ""
     process_start: int = -1
+    #: The attempts this holder took the instant over from, newest first (their holders' own chain after
+    #: their attempt): a later takeover voids them all (:mod:`hoodie.write.decision`).
+    superseded: tuple[str, ...] = ()
 
     @classmethod
-    def of_this_process(cls, replica: str, attempt: str, now_ms: int) -> LeaseHolder:
+    def of_this_process(
+        cls, replica: str, attempt: str, now_ms: int, superseded: tuple[str, ...] = ()
+    ) -> LeaseHolder:
         pid = os.getpid()
         started = process_start_ticks(pid)
         return cls(
@@ -189,7 +199,13 @@ class LeaseHolder:
             now_ms,
             _this_machine(),
             -1 if started is None else started,
+            superseded,
         )
+
+    def chain(self) -> tuple[str, ...]:
+        """This holder's attempt and those it superseded: what a run taking the lease over supersedes (the
+        newest :data:`MAX_SUPERSEDED`)."""
+        return (self.attempt, *(a for a in self.superseded if a != self.attempt))[:MAX_SUPERSEDED]
 
     def gone(self) -> bool:
         """Whether the holder's process provably ended: it ran in this process table (same boot, same PID
@@ -219,6 +235,7 @@ class LeaseHolder:
                 int(value["beat_ms"]),
                 str(value.get("machine", "")),
                 int(value.get("process_start", -1)),
+                tuple(str(a) for a in value.get("superseded", ())),
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -297,6 +314,14 @@ class InstantLease:
         return int(self._clock() * 1000)
 
     @property
+    def superseded(self) -> frozenset[int]:
+        """The attempts (numbers) this lease was taken over from, directly or down their chain (empty before
+        :meth:`take`, or when the lease was free)."""
+        with self._mutex:
+            chain = self._holder.superseded if self._holder is not None else ()
+        return frozenset(int(a) for a in chain if a.isdigit())
+
+    @property
     def lost(self) -> str | None:
         """Why the lease was lost, or ``None`` while it is held (or not taken yet)."""
         return self._lost
@@ -308,10 +333,13 @@ class InstantLease:
         """Take the lease (see the module doc) and start beating; :class:`LeaseHeld` names the holder of a
         fresh lease of another attempt, or the run that took an expired one first."""
         now = self._now_ms()
-        holder = LeaseHolder.of_this_process(self._replica, self.attempt, now)
         state = read_lease(self.storage, self.instant_time)
         if state.alive(self.config, now) and (state.holder is None or state.holder.attempt != self.attempt):
             raise LeaseHeld(self._held_message(state, now))
+        before = (
+            state.holder.chain() if state.holder is not None and state.holder.attempt != self.attempt else ()
+        )
+        holder = LeaseHolder.of_this_process(self._replica, self.attempt, now, before)
         try:
             version = self._write(holder, state.version)
         except (FileAlreadyExists, VersionConflict):
@@ -456,6 +484,7 @@ __all__ = [
     "HEARTBEAT_INTERVAL_MS_DEFAULT",
     "HEARTBEAT_TOLERABLE_MISSES",
     "HEARTBEAT_TOLERABLE_MISSES_DEFAULT",
+    "MAX_SUPERSEDED",
     "Heartbeat",
     "HeartbeatConfig",
     "InstantLease",

@@ -12,6 +12,7 @@ another run of the same instant, whatever the markers (shared by every run of th
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import posixpath
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hoodie.config import TableConfig
-from hoodie.errors import CorruptBaseFile, HoodieError, LostRace, StorageError
+from hoodie.errors import CorruptBaseFile, HoodieError, LockLost, LostRace, StorageError
 from hoodie.failpoints import failpoint
 from hoodie.lock import LockProvider, held
 from hoodie.metadata.updates import update_for_rewrite
@@ -34,7 +35,8 @@ from hoodie.timeline.instant import Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import CommitMetadata, WriteStat
 from hoodie.timeline.writer import TimelineRecord, TimelineWriter
-from hoodie.write.attempt import attempt_of_file
+from hoodie.write.attempt import AttemptFence, attempt_of_file
+from hoodie.write.decision import check_not_voided, decide_complete, forget_decision
 from hoodie.write.markers import Markers, unrecorded_files
 
 logger = logging.getLogger(__name__)
@@ -128,7 +130,10 @@ def complete_rewrite(
        now) is looked for. Without a conflict it writes the metadata table's deltacommit of the same instant
        (files added and removed; record-index entries when ``record_index``, as records move between file
        groups; or what ``metadata_update`` builds for the table config of now: a log compaction's new log
-       files), then completes the instant with ``content``.
+       files), then completes the instant with ``content``. When ``fence`` is an
+       :class:`~hoodie.write.attempt.AttemptFence`, the completion is decided first
+       (:mod:`hoodie.write.decision`): an attempt a takeover voided raises :class:`LostRace` there, however
+       late it woke, and the completed file is published from the decision.
     2. After the lock (only when completed): the markers go, and the metadata table is compacted and cleaned
        when due.
 
@@ -139,6 +144,7 @@ def complete_rewrite(
     T = instant.time
     markers = Markers(storage, T)
     mine = own_attempts(stats)
+    run = fence if isinstance(fence, AttemptFence) else None
     failpoint(f"{service}.before_commit")
     writer = TimelineWriter(storage, config, lock, time_generator=time_generator)
     with held_to_complete(lock) as completion:
@@ -159,6 +165,10 @@ def complete_rewrite(
         found = conflict(current) if conflict is not None else None
         if found is None:
             failpoint(f"{service}.during_commit")
+            if run is not None:
+                # A takeover voids this attempt before it rolls anything back (the metadata table included):
+                # seen here, nothing more is written (the decision below is what fences the completion).
+                check_not_voided(storage, T, run.attempt)
             write_metadata_update(
                 storage,
                 current.config,
@@ -169,10 +179,16 @@ def complete_rewrite(
                 time_generator=time_generator,
             )
             failpoint(f"{service}.after_metadata_commit")
-            completion.done = writer.complete(instant, content)
+            completion.done = writer.complete(
+                instant,
+                content,
+                decide=None if run is None else functools.partial(decide_complete, storage, T, run.attempt),
+            )
     done = completion.done
     if done is None:
         return None, found, strays
+    if run is not None:
+        forget_decision(storage, T, run.attempt)
     failpoint(f"{service}.after_commit")
     try:
         markers.delete_all()
@@ -192,18 +208,20 @@ class Completion:
 @contextlib.contextmanager
 def held_to_complete(lock: LockProvider) -> Iterator[Completion]:
     """Hold ``lock`` for a block that may complete an instant (setting ``.done`` of what it yields). A store
-    failure once it completed (releasing the lock) is logged, not raised (:func:`left_for_later`)."""
+    failure once it completed (releasing the lock), or the lock found lost then, is logged, not raised
+    (:func:`left_for_later`): the completion stands (it was decided by a conditional write, not by the
+    lock), and reporting the run failed would have it retried, or its files cleaned up, under a commit."""
     completion = Completion()
     try:
         with held(lock):
             yield completion
-    except StorageError as e:
+    except (StorageError, LockLost) as e:
         if completion.done is None:
             raise
         left_for_later(completion.done, "releasing the table lock", e)
 
 
-def left_for_later(completed: Instant, step: str, error: StorageError) -> None:
+def left_for_later(completed: Instant, step: str, error: StorageError | LockLost) -> None:
     """A step after ``completed`` completed failed on the store. The instant is committed and visible, so the
     run is not reported failed: a caller would retry work that is done, or clean up what a reader now reads.
     What the step leaves is taken care of later: the markers of a completed instant are swept, a heartbeat

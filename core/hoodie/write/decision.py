@@ -1,0 +1,216 @@
+"""Completion decisions: one conditional write decides whether an attempt completes its instant, so a stale
+holder cannot complete an instant another run took over.
+
+A lease (a claim, the heartbeat, a storage-based lock) only says who *should* write. A run paused between its
+last fence check and its completing PUT (a long GC, a frozen VM, a request held in the network) can wake
+after a takeover rolled its attempt back and ran the instant again; on a v8+ timeline the completed file's
+name carries the completion time, so its create-if-absent never collides with the new run's and the instant
+would complete twice, the stale completion naming files the takeover deleted.
+
+So completion and takeover meet at one object per (instant, attempt) in
+``.hoodie/.aux/hoodied/decisions/<instant>/<attempt>.json``, created once with create-if-absent and never
+changed:
+
+- An attempt completes only after it **created its decision** ``complete``, which carries the completed
+  timeline file (its name, completion time included, and its bytes). The file is written after the decision.
+- A run that rolls an attempt back (a takeover) first **voids** every attempt it is about to undo: the
+  attempts whose files it found, and those it took the lease over from. Voiding is creating the attempt's
+  decision as ``void``. Once void, that attempt's own create fails and it gives up
+  (:class:`~hoodie.errors.LostRace`); nothing it holds back can make it complete.
+- A void that finds a ``complete`` decision instead has lost: the attempt decided first, so the instant is
+  completed from its decision (:func:`publish`, by whoever finds it: a roll forward) and nothing is rolled
+  back. Publishing is idempotent: the same name with the same bytes, whoever writes it, however late, so a
+  stale attempt's held PUT and the roll forward's leave one completed file.
+
+A completer deletes its own decision once its completed file is on the timeline (the timeline then says it
+all; a late voider re-reads the timeline after voiding and finds the instant completed). Void decisions are
+kept: the attempt they void may still wake up. Hudi's readers and writers do not look under ``.aux``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from hoodie.errors import CommitConflict, FileAlreadyExists, LostRace, StorageError
+from hoodie.storage import Storage
+
+logger = logging.getLogger(__name__)
+
+#: Where decisions live, relative to the table's base path.
+DECISIONS_FOLDER = ".hoodie/.aux/hoodied/decisions"
+
+Verdict = Literal["complete", "void"]
+
+
+def decision_path(instant_time: str, attempt: int) -> str:
+    """The decision object of ``attempt``'s run of the instant at ``instant_time``."""
+    return f"{DECISIONS_FOLDER}/{instant_time}/{attempt}.json"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What was decided for one attempt of one instant: ``complete`` (with the completed timeline file:
+    ``completed_file``, relative to the table, and its ``content``) or ``void`` (``by`` the attempt that
+    voided it, ``None`` for a run without one)."""
+
+    instant_time: str
+    attempt: int
+    verdict: Verdict
+    by: int | None = None
+    completed_file: str = ""
+    content: bytes = b""
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "instant": self.instant_time,
+                "attempt": self.attempt,
+                "verdict": self.verdict,
+                "by": self.by,
+                "completed_file": self.completed_file,
+                "content": base64.b64encode(self.content).decode("ascii"),
+            },
+            separators=(",", ":"),
+        ).encode("utf-8")
+
+    @classmethod
+    def parse(cls, data: bytes, where: str) -> Decision:
+        """The decision in ``data`` (read from ``where``); :class:`CommitConflict` when it is not one: a
+        decision that cannot be read decides nothing, and nothing may be done on its behalf."""
+        try:
+            value = json.loads(data)
+            verdict = value["verdict"]
+            if verdict not in ("complete", "void"):
+                raise ValueError(f"verdict {verdict!r}")
+            by = value.get("by")
+            return cls(
+                str(value["instant"]),
+                int(value["attempt"]),
+                verdict,
+                None if by is None else int(by),
+                str(value.get("completed_file", "")),
+                base64.b64decode(value.get("content", ""), validate=True),
+            )
+        except (ValueError, KeyError, TypeError) as e:
+            raise CommitConflict(f"the completion decision {where} is unreadable ({e}): left as it is") from e
+
+    def describe(self) -> str:
+        if self.verdict == "complete":
+            return f"attempt {self.attempt} decided to complete {self.instant_time} as {self.completed_file}"
+        by = f"attempt {self.by}" if self.by is not None else "a rollback"
+        return f"attempt {self.attempt} of {self.instant_time} was voided by {by}"
+
+
+def read_decision(storage: Storage, instant_time: str, attempt: int) -> Decision | None:
+    """``attempt``'s decision on the instant, ``None`` when there is none."""
+    path = decision_path(instant_time, attempt)
+    try:
+        data = storage.read(path)
+    except FileNotFoundError:
+        return None
+    return Decision.parse(data, path)
+
+
+def _create(storage: Storage, decision: Decision) -> Decision:
+    """Create ``decision`` if its attempt has none; return the one that stands (ours or the earlier)."""
+    path = decision_path(decision.instant_time, decision.attempt)
+    try:
+        storage.create(path, decision.encode())
+        return decision
+    except FileAlreadyExists:
+        found = read_decision(storage, decision.instant_time, decision.attempt)
+        if found is None:  # deleted by its completer since: the timeline says the rest
+            raise LostRace(
+                f"the decision of attempt {decision.attempt} on {decision.instant_time} came and went while "
+                "this run wrote its own: the instant completed meanwhile"
+            ) from None
+        return found
+
+
+def decide_complete(
+    storage: Storage, instant_time: str, attempt: int, completed_file: str, content: bytes
+) -> None:
+    """Decide that ``attempt`` completes the instant with the timeline file ``completed_file`` holding
+    ``content`` (write the file after this returns). :class:`LostRace` when the attempt was voided: another
+    run took the instant over, and this attempt must not complete it."""
+    ours = Decision(instant_time, attempt, "complete", None, completed_file, content)
+    standing = _create(storage, ours)
+    if standing.verdict == "void":
+        raise LostRace(
+            f"lost the race: {standing.describe()} (it took the instant over), so this attempt does not "
+            "complete it"
+        )
+    if standing.completed_file != completed_file or standing.content != content:
+        # Our own earlier try of this very commit (a retried request): the first one's file stands.
+        raise CommitConflict(
+            f"attempt {attempt} already decided to complete {instant_time} as {standing.completed_file}, "
+            f"not as {completed_file}"
+        )
+
+
+def check_not_voided(storage: Storage, instant_time: str, attempt: int) -> None:
+    """:class:`LostRace` when ``attempt`` was voided: a read, not a fence (only :func:`decide_complete` is),
+    that keeps a voided attempt from writing anything more, such as the metadata table's deltacommit."""
+    found = read_decision(storage, instant_time, attempt)
+    if found is not None and found.verdict == "void":
+        raise LostRace(f"lost the race: {found.describe()} (it took the instant over)")
+
+
+def void_attempts(
+    storage: Storage, instant_time: str, attempts: Iterable[int], by: int | None
+) -> Decision | None:
+    """Void each of ``attempts`` (never ``by``, the voiding run's own) so none of them can complete the
+    instant any more; return the ``complete`` decision of one that decided first (the instant is then to be
+    completed from it, :func:`publish`, not rolled back), else ``None``."""
+    decided: Decision | None = None
+    for attempt in sorted(set(attempts) - {by} if by is not None else set(attempts)):
+        standing = _create(storage, Decision(instant_time, attempt, "void", by))
+        if standing.verdict == "complete":
+            decided = standing
+        elif standing.by == by:
+            logger.info("voided attempt %d of %s on %s", attempt, instant_time, storage.uri)
+    return decided
+
+
+def publish(storage: Storage, decision: Decision) -> bool:
+    """Write the completed timeline file a ``complete`` ``decision`` names, unless it is there with the same
+    bytes (idempotent: the decider, a roll forward and a late PUT all leave one file). Returns whether this
+    call wrote it; :class:`CommitConflict` when another file sits at its name."""
+    if decision.verdict != "complete" or not decision.completed_file:
+        raise ValueError(f"only a complete decision is published: {decision.describe()}")
+    try:
+        storage.create(decision.completed_file, decision.content)
+        return True
+    except FileAlreadyExists:
+        if storage.read(decision.completed_file) == decision.content:
+            return False
+        raise CommitConflict(
+            f"{decision.completed_file} holds another completion than {decision.describe()}"
+        ) from None
+
+
+def forget_decision(storage: Storage, instant_time: str, attempt: int) -> None:
+    """Delete ``attempt``'s ``complete`` decision once its completed file is on the timeline (module doc);
+    a store failure leaves it for later (publishing it again changes nothing)."""
+    try:
+        storage.delete(decision_path(instant_time, attempt))
+    except StorageError as e:
+        logger.warning("the completion decision of %s (attempt %d) stays: %s", instant_time, attempt, e)
+
+
+__all__ = [
+    "DECISIONS_FOLDER",
+    "Decision",
+    "check_not_voided",
+    "decide_complete",
+    "decision_path",
+    "forget_decision",
+    "publish",
+    "read_decision",
+    "void_attempts",
+]

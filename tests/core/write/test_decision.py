@@ -1,0 +1,134 @@
+"""Completion decisions (issue 33, case 1): a holder paused between its last check and its completing write
+wakes fenced. Two executors of one compaction share a table; the first one's store stalls (every request of
+its process held, :mod:`support.stall`) at a chosen write, its heartbeat and table lock expire, the second
+takes the instant over. Whatever the stalled write, the instant completes once, every file its completion
+names exists, and hudi-rs reads the same rows before and after.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hoodie.compaction.service import COMPACTION
+from hoodie.errors import CommitConflict, LostRace
+from hoodie.lock import FileSystemLock
+from hoodie.storage import Storage
+from hoodie.table import Table
+from hoodie.write.decision import (
+    Decision,
+    decide_complete,
+    decision_path,
+    publish,
+    read_decision,
+    void_attempts,
+)
+from hoodied.errors import ForeignInstant
+from hoodied.jobs import JobRun, run_service_job
+from support.daemon_tables import mor_table
+from support.service_checks import judge, read_all
+from support.stall import stalling_storage
+
+#: A short heartbeat (1 s, expired after 2 s without a beat) and table lock (3 s), so a stall outlives both.
+SETTINGS = {"hoodie.client.heartbeat.interval_in_ms": "1000", "hoodie.client.heartbeat.tolerable.misses": "2"}
+LOCK_EXPIRY = 3.0
+
+
+def _completed_files(root: Path, instant: str) -> list[str]:
+    timeline = root / ".hoodie" / "timeline"
+    folder = timeline if timeline.is_dir() else root / ".hoodie"
+    return sorted(
+        p.name for p in folder.iterdir() if p.name.startswith(instant) and p.name.endswith(".commit")
+    )
+
+
+def _run(storage: Storage, instant: str, replica: str) -> JobRun:
+    lock = FileSystemLock(storage, expire_seconds=LOCK_EXPIRY, acquire_timeout=120)
+    return run_service_job(
+        None, COMPACTION, storage, lock, instant, settings=SETTINGS, replica=replica, foreign_after=0.0
+    )
+
+
+def _take_over(root: Path, instant: str) -> JobRun | BaseException:
+    """The second executor: retries while the stalled run's lease is fresh, then runs the instant."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return _run(Storage.for_uri(str(root)), instant, "b")
+        except ForeignInstant:
+            assert time.monotonic() < deadline, "the stalled run's lease never expired"
+            time.sleep(0.3)
+        except (LostRace, CommitConflict) as e:
+            return e
+
+
+@pytest.mark.parametrize("version", [6, 8, 9])
+@pytest.mark.parametrize("stall_at", ["completed-file", "decision"])
+def test_a_stalled_completion_and_a_takeover_complete_the_instant_once(
+    tmp_path: Path, version: int, stall_at: str
+) -> None:
+    """``completed-file``: the first run decided, and its PUT of the completed file is held. The takeover
+    voids its attempt, finds the decision, publishes it (rolls forward) and rolls nothing back; the held PUT
+    lands on the same file. ``decision``: the first run's PUT of its decision is held. The takeover voids
+    the attempt first, rolls it back and completes the instant; the held decision fails, the woken run gives
+    up having written no completion. (Before decisions, the first case left two completed files on v8+, the
+    older naming base files the takeover had deleted.)"""
+    t = mor_table(tmp_path / "t", version, seed=61 + version)
+    T = next(i.time for i in t.pending if i.action == "compaction")
+    before = read_all(t.root, [])
+    trigger = rf"/{T}(_\d+)?\.commit$" if stall_at == "completed-file" else rf"decisions/{T}/\d+\.json$"
+    stalled, backend = stalling_storage(str(t.root), trigger)
+    first: dict[str, Any] = {}
+
+    def run_first() -> None:
+        try:
+            first["run"] = _run(stalled, T, "a")
+        except BaseException as e:  # what the woken run ends with is the test's to judge
+            first["run"] = e
+
+    thread = threading.Thread(target=run_first, name="stalled-executor", daemon=True)
+    thread.start()
+    assert backend.stalled(120), f"the first run never reached {trigger}: {first}"
+    second = _take_over(t.root, T)
+    backend.release()
+    thread.join(120)
+    assert not thread.is_alive(), "the woken run did not finish"
+    if stall_at == "completed-file":
+        assert isinstance(second, LostRace), second
+        assert "decided to complete" in str(second), second
+        assert isinstance(first["run"], JobRun), first["run"]
+    else:
+        assert isinstance(second, JobRun), second
+        assert isinstance(first["run"], LostRace), first["run"]
+        assert "voided" in str(first["run"]), first["run"]
+    assert len(_completed_files(t.root, T)) == 1, _completed_files(t.root, T)
+    table = Table.open(str(t.root))
+    named = table.commit_metadata(T).written_file_paths
+    missing = [p for p in named if not (t.root / p).exists()]
+    assert named
+    assert not missing, f"the completed {T} names files that are gone: {missing}"
+    judge(t.root, before, "compaction", f"a takeover of a run stalled at its {stall_at}")
+
+
+def test_a_void_and_a_decision_of_one_attempt_exclude_each_other(tmp_path: Path) -> None:
+    storage = Storage.for_uri(str(tmp_path))
+    decide_complete(storage, "001", 7, ".hoodie/001.commit", b"{}")
+    assert void_attempts(storage, "001", [7], by=8) == read_decision(storage, "001", 7)
+    assert publish(storage, Decision("001", 7, "complete", None, ".hoodie/001.commit", b"{}"))
+    assert not publish(storage, Decision("001", 7, "complete", None, ".hoodie/001.commit", b"{}"))
+    assert void_attempts(storage, "002", [5, 6], by=6) is None  # its own attempt is not voided
+    assert read_decision(storage, "002", 6) is None
+    with pytest.raises(LostRace, match="voided by attempt 6"):
+        decide_complete(storage, "002", 5, ".hoodie/002.commit", b"{}")
+    (tmp_path / ".hoodie").mkdir(exist_ok=True)
+    (tmp_path / ".hoodie" / "003.commit").write_bytes(b"other")
+    with pytest.raises(CommitConflict, match="holds another completion"):
+        publish(storage, Decision("003", 1, "complete", None, ".hoodie/003.commit", b"{}"))
+    (tmp_path / decision_path("004", 1)).parent.mkdir(parents=True)
+    (tmp_path / decision_path("004", 1)).write_bytes(b"not json")
+    with pytest.raises(CommitConflict, match="unreadable"):
+        void_attempts(storage, "004", [1], by=2)
