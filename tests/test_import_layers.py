@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "hoodie.memory",
             "hoodie.failpoints",
             "hoodie.settings",
+            "hoodie.lease_margin",
             "hoodie.keygen",
             "hoodie.bloom",
             "hoodie.schema",

@@ -102,6 +102,7 @@ import yaml
 
 from hoodie.durations import duration_problem, duration_seconds
 from hoodie.errors import HoodieError, StorageError
+from hoodie.lease_margin import check_store_fits_lease
 from hoodie.registry import SCHEDULABLE, SERVICE_NAMES, SERVICES, service_named
 from hoodie.storage.identity import table_identity
 from hoodie.storage.redact import redact_uri
@@ -660,6 +661,21 @@ def _table_settings(s: _Section, base: TableSettings) -> TableSettings:
     return settings
 
 
+def _fit_store_to_lease(s: _Section, uri: str, settings: TableSettings) -> TableSettings:
+    """The table's storage options with the store's request deadline inside its leases
+    (:func:`hoodie.lease_margin.check_store_fits_lease`: ``retry_timeout`` clamped with a warning, a
+    ``timeout`` no lease can hold refused), so a run never starts a store request that can outlast its
+    instant lease or its storage lock."""
+    try:
+        fit = check_store_fits_lease(uri, settings.storage_options, settings.hoodie)
+    except (HoodieError, StorageError) as e:
+        raise ConfigError(f"{s.path('storage_options')}: {e}") from None
+    s.notes.extend(f"{s.path('storage_options')}: {w}" for w in fit.warnings)
+    if fit.options == settings.storage_options:
+        return settings
+    return replace(settings, storage_options=fit.options)
+
+
 def check_hoodie_settings(settings: Mapping[str, str], where: str) -> None:
     """Parse the services' ``hoodie.*`` settings now, so a bad one fails at start-up and names itself."""
     for service in SERVICES:
@@ -682,7 +698,7 @@ def _tables(raw: object, defaults: TableSettings, notes: list[str]) -> list[Tabl
         if not path:
             raise ConfigError(f"{s.path('path')}: required")
         name = s.get("name", None, _label)
-        settings = _table_settings(s, defaults)
+        settings = _fit_store_to_lease(s, path, _table_settings(s, defaults))
         try:
             identity = table_identity(path, settings.storage_options)
         except StorageError as e:
@@ -729,7 +745,7 @@ def _discover(raw: object, defaults: TableSettings, notes: list[str]) -> list[Di
                 root=root,
                 max_depth=s.get("max_depth", 3, _int(1)),
                 exclude=s.get("exclude", (), _regexes),
-                settings=_table_settings(s, defaults),
+                settings=_fit_store_to_lease(s, root, _table_settings(s, defaults)),
             )
         )
         s.done()

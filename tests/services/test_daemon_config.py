@@ -375,3 +375,24 @@ def test_never_stays_the_one_spelling_of_forever() -> None:
         "defaults: {takeover_foreign_after: never}\ntables: [/x, {path: /y, takeover_foreign_after: 1h}]"
     )
     assert [t.settings.takeover_foreign_after for t in config.tables] == [float("inf"), 3600.0]
+
+
+def test_a_store_request_that_can_outlast_the_instant_lease_is_clamped_or_refused() -> None:
+    """hoodie.lease_margin at start-up: an object store's retry budget is lowered into the instant lease
+    (with a warning naming the keys); a single attempt no lease can hold is refused."""
+    config = DaemonConfig.parse("tables: [{path: 's3://lake/t'}, {path: /local/t}]")
+    s3, local = config.tables
+    assert s3.settings.storage_options == {"retry_timeout": "29000ms"}
+    assert local.settings.storage_options == {}
+    assert any(
+        w.startswith("tables[0].storage_options: retry_timeout lowered from its default to 29000ms")
+        for w in config.warnings
+    )
+    fits = DaemonConfig.parse("tables: [{path: 's3://lake/t', storage_options: {retry_timeout: 10s}}]")
+    assert fits.tables[0].settings.storage_options == {"retry_timeout": "10s"}
+    with pytest.raises(
+        ConfigError, match=r"tables\[0\]\.storage_options: one store request may take timeout=90"
+    ):
+        DaemonConfig.parse("tables: [{path: 's3://lake/t', storage_options: {timeout: 90s}}]")
+    with pytest.raises(ConfigError, match=r"discover\[0\]\.storage_options: .*timeout=90"):
+        DaemonConfig.parse("discover: [{root: 's3://lake', storage_options: {timeout: 90s}}]")

@@ -16,7 +16,9 @@ StorageBasedLockProvider`` and hoodied exclude each other through one object,
 - **Release**: write ``{true, validUntil, us}`` with ``If-Match``. The object is never deleted.
 
 A holder that dies stops renewing; its lock is free ``validity`` seconds (300 by default) after its last
-renewal.
+renewal. A holder's own view of its validity (:meth:`StorageLock.remaining_ms`) counts from its clock
+*before* the write that set ``validUntil`` was sent, less the clock-skew bound of :mod:`hoodie.lease_margin`;
+:meth:`StorageLock.require_margin` refuses a write under the lock that could end after it.
 
 **Store failures.** A lock write whose outcome is unknown (the store failed and could not be read back:
 :class:`~hoodie.errors.WriteOutcomeUnknown`) or a release that failed may leave the lock object naming an
@@ -49,6 +51,7 @@ from hoodie.errors import (
     VersionConflict,
     WriteOutcomeUnknown,
 )
+from hoodie.lease_margin import remaining_ms, require_margin
 from hoodie.lock.provider import DEFAULT_ACQUIRE_TIMEOUT_SECONDS, AcquireOnEnter
 from hoodie.settings import int_setting
 from hoodie.storage import Storage
@@ -167,6 +170,24 @@ class StorageLock(AcquireOnEnter):
     def is_held(self) -> bool:
         with self._state_lock:
             return self._version is not None and not self._lost and self._clock_ms() < self._valid_until_ms
+
+    def remaining_ms(self) -> int:
+        """What is left of this holder's validity by its own clock, less the clock-skew bound
+        (:func:`hoodie.lease_margin.remaining_ms`); negative when it is not held or was lost. The validity
+        counts from the time read *before* the write that took or renewed the lock was sent."""
+        with self._state_lock:
+            if self._version is None or self._lost:
+                return -1
+            valid_until = self._valid_until_ms
+        return remaining_ms(valid_until, self._clock_ms())
+
+    def require_margin(self, deadline_ms: int) -> None:
+        """Refuse (:class:`~hoodie.lease_margin.LeaseMarginTooShort`, a :class:`~hoodie.errors.LeaseLost`) a
+        write under this lock that may take ``deadline_ms`` when the lock's remaining validity is not longer
+        (see :mod:`hoodie.lease_margin`): the write would end after another process may take the lock."""
+        require_margin(
+            self.remaining_ms(), deadline_ms, lease=f"the table lock {self._storage.full_path(LOCK_FILE)}"
+        )
 
     def acquire(self, timeout: float) -> None:
         if self._version is not None:

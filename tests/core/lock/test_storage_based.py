@@ -15,6 +15,7 @@ import uuid
 import pytest
 
 from hoodie.errors import InvalidWriteConfig, LockLost, LockTimeout, WriteOutcomeUnknown
+from hoodie.lease_margin import CLOCK_SKEW_MS, LeaseMarginTooShort
 from hoodie.lock import StorageLock, StorageLockConfig
 from hoodie.lock.storage_based import LOCK_FILE, encode_state, orphaned_owners
 from hoodie.storage import Storage
@@ -185,3 +186,26 @@ def _acquire_within(uri: str, seconds: float) -> None:
     except LockTimeout:
         os._exit(3)
     os._exit(0)
+
+
+def test_a_write_that_can_outlast_the_lock_is_refused(table_uri: str) -> None:
+    """The holder's remaining validity (its own clock, less the clock-skew bound) against a write's
+    deadline (hoodie.lease_margin)."""
+    now = [int(time.time() * 1000)]
+    lock = StorageLock(
+        Storage.for_uri(table_uri),
+        StorageLockConfig(validity_seconds=100, renew_seconds=10),
+        clock_ms=lambda: now[0],
+    )
+    assert lock.remaining_ms() < 0  # not held
+    lock.acquire(5)
+    try:
+        assert lock.remaining_ms() == 100_000 - CLOCK_SKEW_MS
+        lock.require_margin(60_000)
+        now[0] += 45_000  # e.g. a pause: 55 s left, less the skew
+        with pytest.raises(LeaseMarginTooShort, match=r"table_lock\.json has 54\.0 s left"):
+            lock.require_margin(60_000)
+    finally:
+        lock.release()
+    with pytest.raises(LeaseMarginTooShort):
+        lock.require_margin(0)
