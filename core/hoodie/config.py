@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import ClassVar, Self
 
@@ -23,6 +23,7 @@ from hoodie.errors import (
     TableAlreadyExists,
     TableNotFound,
     UnsupportedTable,
+    VersionConflict,
 )
 from hoodie.java_compat import parse_properties, store_properties
 from hoodie.storage import Storage
@@ -141,6 +142,9 @@ class TableConfig:
     """The validated contents of ``hoodie.properties``. ``props`` holds every key as read."""
 
     props: Mapping[str, str]
+    #: The props this config was derived from by :meth:`updated` (the file as read): :meth:`store` refuses to
+    #: write when the file no longer holds them. None for a config as read, or built from scratch.
+    based_on: Mapping[str, str] | None = field(default=None, compare=False, repr=False)
 
     #: The only base file format accepted (a data table's; the metadata table's config says HFILE).
     base_format_required: ClassVar[str] = "PARQUET"
@@ -201,7 +205,7 @@ class TableConfig:
                 props[key] = value
         if CHECKSUM in props and NAME in props:
             props[CHECKSUM] = str(table_checksum(props.get(DATABASE_NAME, "").strip(), props[NAME].strip()))
-        return TableConfig(props)
+        return TableConfig(props, self.based_on if self.based_on is not None else dict(self.props))
 
     def to_text(self, *, now: dt.datetime | None = None, header: str | None = None) -> str:
         """The file as Hudi writes it (``java.util.Properties.store`` on Java 9+).
@@ -230,13 +234,30 @@ class TableConfig:
 
         Hudi deletes the file between steps 1 and 2; an atomic replace makes that unnecessary (readers see the
         old or the new file, never none). The caller holds the table lock: two updates must not interleave.
+
+        A lock is a lease, not a fence: a holder paused past it may wake and write. So the write of step 2 is
+        a compare-and-set (:meth:`~hoodie.storage.Storage.replace_if_version`) on the version read in step 1,
+        and a config derived by :meth:`updated` is written only while the file still holds the props it was
+        derived from: a writer whose read is stale gets :class:`~hoodie.errors.VersionConflict`, its backup is
+        removed, and the file stays as the other writer left it. Where the store has no compare-and-set
+        (HDFS, ``conditional_put: false``) the table lock alone keeps updates apart, as in Hudi.
         Returns the config as stored.
         """
         recover_properties(storage)
         try:
-            current = storage.read(PROPERTIES_FILE)
+            if storage.compare_and_set:
+                current, version = storage.read_versioned(PROPERTIES_FILE)
+            else:
+                current, version = storage.read(PROPERTIES_FILE), None
         except FileNotFoundError:
             raise TableNotFound(f"no Hudi table at {storage.uri}: {PROPERTIES_FILE} is missing") from None
+        if self.based_on is not None and parse_properties(current.decode("utf-8", "replace")) != dict(
+            self.based_on
+        ):
+            raise VersionConflict(
+                f"{PROPERTIES_FILE} changed since this config was read (another writer updated it): "
+                "read it again"
+            )
         try:
             storage.create(PROPERTIES_BACKUP_FILE, current, overwrite=not storage.conditional_create)
         except FileAlreadyExists:
@@ -244,7 +265,14 @@ class TableConfig:
                 f"{PROPERTIES_BACKUP_FILE} appeared while updating the table config: another update runs"
             ) from None
         text = self.to_text()
-        storage.create(PROPERTIES_FILE, text.encode("utf-8"), overwrite=True)
+        if version is None:
+            storage.create(PROPERTIES_FILE, text.encode("utf-8"), overwrite=True)
+        else:
+            try:
+                storage.replace_if_version(PROPERTIES_FILE, text.encode("utf-8"), version)
+            except VersionConflict:
+                storage.delete(PROPERTIES_BACKUP_FILE)  # ours (created above); the file is the other's
+                raise
         stored = parse_properties(storage.read(PROPERTIES_FILE).decode("utf-8"))
         if stored.get(CHECKSUM) != str(table_checksum(self.database_name, self.name)):
             storage.delete(PROPERTIES_FILE)
@@ -449,15 +477,22 @@ def recover_properties(storage: Storage) -> None:
 
     When the file is missing or fails validation and a valid backup exists, the backup becomes the file;
     the backup is deleted in every case but one: a corrupt file with a corrupt backup raises
-    InvalidTableConfig and leaves both for a person to look at. Unlike Hudi we never delete a valid file
+    InvalidTableConfig and leaves both for a person to look at. The restore is conditional on the state read
+    (create-if-absent for a missing file, compare-and-set for a corrupt one): when another writer got there
+    first, its file stands and so does the backup. Unlike Hudi we never delete a valid file
     that merely lacks a checksum (v6 tables written before 0.11).
     """
+    version: str | None = None
+    missing = False
     try:
-        main = storage.read(PROPERTIES_FILE).decode("utf-8")
-        TableConfig.from_text(main)
+        if storage.compare_and_set:
+            raw, version = storage.read_versioned(PROPERTIES_FILE)
+        else:
+            raw = storage.read(PROPERTIES_FILE)
+        TableConfig.from_text(raw.decode("utf-8"))
         main_ok = True
     except FileNotFoundError:
-        main_ok = False
+        main_ok, missing = False, True
     except (UnicodeDecodeError, InvalidTableConfig):
         main_ok = False
     if not main_ok:
@@ -473,5 +508,13 @@ def recover_properties(storage: Storage) -> None:
             ) from None
         if CHECKSUM not in backup_config.props:
             raise InvalidTableConfig(f"{PROPERTIES_BACKUP_FILE} carries no checksum; not restoring it")
-        storage.create(PROPERTIES_FILE, backup, overwrite=True)
+        try:
+            if version is not None:  # corrupt: replace the version read, not whatever is there by now
+                storage.replace_if_version(PROPERTIES_FILE, backup, version)
+            elif missing and storage.conditional_create:  # missing: create it unless someone did meanwhile
+                storage.create(PROPERTIES_FILE, backup)
+            else:
+                storage.create(PROPERTIES_FILE, backup, overwrite=True)
+        except (VersionConflict, FileAlreadyExists):
+            return  # another writer restored or updated it: the backup is theirs to delete
     storage.delete(PROPERTIES_BACKUP_FILE)

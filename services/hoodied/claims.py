@@ -5,7 +5,9 @@ table lock, so a runner that lost its claim never commits. hoodied's replicas cl
 daemon); :class:`LocalClaim` serves runs on one machine without ZooKeeper (``hoodied compact``): a file
 ``.hoodie/.aux/hoodied/claims/<action>-<instant>.claim`` created with create-if-absent, naming the holder
 (host, pid, start time). A claim whose holder process is gone (same host, pid not running or reused by a
-process started later) is taken over; a live holder or one on another host is respected.
+process started later) is taken over, by a compare-and-set on the version of the claim file its holder was
+read at, so that a run that read a dead holder and paused cannot take the claim from the run that took it
+over meanwhile; a live holder or one on another host is respected.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 import uuid
 from typing import Protocol, Self
 
-from hoodie.errors import FileAlreadyExists
+from hoodie.errors import FileAlreadyExists, VersionConflict
 from hoodie.storage import Storage
 from hoodied.errors import ClaimHeld, ClaimLost
 
@@ -80,15 +82,24 @@ class LocalClaim:
         ).encode("utf-8")
 
     def holder(self) -> dict[str, object] | None:
+        found = self._holder_versioned()
+        return None if found is None else found[0]
+
+    def _holder_versioned(self) -> tuple[dict[str, object], str] | None:
+        """The claim file's holder and the version it was read at ("" where the store has no
+        compare-and-set), or None when there is none."""
         try:
-            data = self._storage.read(self._path)
+            if self._storage.compare_and_set:
+                data, version = self._storage.read_versioned(self._path)
+            else:
+                data, version = self._storage.read(self._path), ""
         except Exception:
             return None
         try:
             value = json.loads(data)
         except ValueError:
-            return {"unreadable": data[:80].decode("utf-8", "replace")}
-        return value if isinstance(value, dict) else {"unreadable": str(value)[:80]}
+            return {"unreadable": data[:80].decode("utf-8", "replace")}, version
+        return (value if isinstance(value, dict) else {"unreadable": str(value)[:80]}), version
 
     def is_abandoned(self, holder: dict[str, object]) -> bool:
         if holder.get("host") != socket.gethostname():
@@ -105,13 +116,15 @@ class LocalClaim:
             try:
                 self._storage.create(self._path, self._content())
             except FileAlreadyExists:
-                holder = self.holder()
-                if holder is None:
+                found = self._holder_versioned()
+                if found is None:
                     continue
+                holder, version = found
                 if self.is_abandoned(holder):
-                    logger.warning("taking over the claim %s from a finished process: %s", self._path, holder)
-                    self._storage.delete(self._path)
-                    continue
+                    if not self._take_over(holder, version):
+                        continue
+                    self._held = True
+                    return self
                 raise ClaimHeld(
                     f"{self._path} is claimed by {holder.get('host', '?')}:{holder.get('pid', '?')}; another "
                     "runner is working on this instant (several machines need the daemon's ZooKeeper claims)"
@@ -119,6 +132,27 @@ class LocalClaim:
             self._held = True
             return self
         raise ClaimHeld(f"could not claim {self._path}: it keeps changing hands")
+
+    def _take_over(self, holder: dict[str, object], version: str) -> bool:
+        """Replace the finished holder's claim with ours, conditional on the version its holder was read at
+        (:meth:`~hoodie.storage.Storage.replace_if_version`): of two runs taking over one dead holder's claim
+        exactly one wins, and a run that read the holder, paused, and woke after someone else took it over
+        changes nothing (a delete, then a create, let the late one delete the winner's claim and take it
+        too). False when we lost: look again. Where the store has no compare-and-set the claim is deleted and
+        created anew, as before: local claims serve runs on one machine, whose stores have it."""
+        logger.warning("taking over the claim %s from a finished process: %s", self._path, holder)
+        if not self._storage.compare_and_set:
+            self._storage.delete(self._path)
+            try:
+                self._storage.create(self._path, self._content())
+            except FileAlreadyExists:
+                return False
+            return True
+        try:
+            self._storage.replace_if_version(self._path, self._content(), version)
+        except VersionConflict:
+            return False
+        return True
 
     def check(self) -> None:
         holder = self.holder()

@@ -27,7 +27,10 @@ record without an inflight instant (a crash in between, a start that lost its ra
 read only for inflight instants. A start re-checks its claim right before it records itself (a replica
 whose claim lapsed while it prepared once wrote its record over the new holder's, lost the start, and
 removed it: that inflight instant then looked foreign; found by the chaos campaign), and one that lost the
-race to another process removes its own record only (each record names its attempt).
+race to another process removes its own record only (each record names its attempt). A run that read the
+record when it took its claim (:func:`read_start`) writes its own by compare-and-set on that read
+(:func:`record_start` with ``seen``): woken from a pause after another run recorded itself, it changes
+nothing.
 """
 
 from __future__ import annotations
@@ -41,11 +44,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from hoodie.errors import FileAlreadyExists, VersionConflict
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.instant import Instant
 from hoodie.write.heartbeat import HeartbeatConfig, read_lease
 from hoodied.coordination import claim_name
+from hoodied.errors import ClaimLost
 
 STARTED_FOLDER = ".hoodie/.aux/hoodied/started"
 
@@ -59,10 +64,57 @@ def _record_path(service: str, instant_time: str) -> str:
     return f"{STARTED_FOLDER}/{claim_name(service, instant_time)}.json"
 
 
-def record_start(storage: Storage, service: str, instant_time: str, replica: str, attempt: str) -> str:
+class StartRaced(ClaimLost):
+    """The start record changed since the run read it (:func:`read_start`): another run recorded its start
+    meanwhile, so this one's claim lapsed while it prepared. Nothing was written."""
+
+
+@dataclass(frozen=True)
+class SeenStart:
+    """The start record of an instant as a run read it before deciding to start: its version (None: there
+    was none; ``""``: the store has no compare-and-set) for :func:`record_start`'s compare-and-set."""
+
+    record: Mapping[str, object] | None
+    version: str | None
+
+
+def read_start(storage: Storage, service: str, instant_time: str) -> SeenStart:
+    """The start record and its version, read when the run decides to start (right after it takes its claim
+    and lease), for :func:`record_start`."""
+    path = _record_path(service, instant_time)
+    try:
+        if storage.compare_and_set:
+            data, version = storage.read_versioned(path)
+        else:
+            data, version = storage.read(path), ""
+    except FileNotFoundError:
+        return SeenStart(None, None)
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return SeenStart({"unreadable": True}, version)
+    return SeenStart(value if isinstance(value, dict) else {"unreadable": True}, version)
+
+
+def record_start(
+    storage: Storage,
+    service: str,
+    instant_time: str,
+    replica: str,
+    attempt: str,
+    *,
+    seen: SeenStart | None = None,
+) -> str:
     """Record that hoodied's ``replica`` starts ``service``'s instant as ``attempt`` (written before its
     inflight file); returns the attempt, which :func:`forget_start` needs to remove this record and no
-    other."""
+    other.
+
+    With ``seen`` (:func:`read_start`, read when the run took its claim) the write is conditional on what
+    was read: created only if there was no record then, else replaced only at the version read. A run whose
+    claim lapsed while it prepared, and whose record another run has written over since, gets
+    :class:`StartRaced` and changes nothing (a re-check of the claim right before the write still leaves a
+    pause between the two). Without ``seen``, or where the store has no compare-and-set, the record is
+    overwritten, fenced only by that re-check."""
     record = {
         "replica": replica,
         "host": socket.gethostname(),
@@ -70,7 +122,21 @@ def record_start(storage: Storage, service: str, instant_time: str, replica: str
         "started_at_ms": int(time.time() * 1000),
         "attempt": attempt,
     }
-    storage.create(_record_path(service, instant_time), json.dumps(record).encode("utf-8"), overwrite=True)
+    path = _record_path(service, instant_time)
+    data = json.dumps(record).encode("utf-8")
+    if seen is None or not storage.compare_and_set:
+        storage.create(path, data, overwrite=True)
+        return attempt
+    try:
+        if seen.version is None:
+            storage.create(path, data)
+        else:
+            storage.replace_if_version(path, data, seen.version)
+    except (FileAlreadyExists, VersionConflict):
+        raise StartRaced(
+            f"the start record of {service} {instant_time} changed since this run read it (now: "
+            f"{started_by(storage, service, instant_time)}): another run started it; not recording {attempt}"
+        ) from None
     return attempt
 
 
@@ -180,10 +246,13 @@ def _inflight_since(table: Table, instant: Instant) -> float:
 __all__ = [
     "NEVER",
     "STARTED_FOLDER",
+    "SeenStart",
+    "StartRaced",
     "Takeover",
     "decide",
     "describe_starter",
     "forget_start",
+    "read_start",
     "record_start",
     "started_by",
 ]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,11 +19,12 @@ from hoodie.config import (
     recover_properties,
     table_checksum,
 )
-from hoodie.errors import InvalidTableConfig, TableAlreadyExists, UnsupportedTable
+from hoodie.errors import InvalidTableConfig, TableAlreadyExists, UnsupportedTable, VersionConflict
 from hoodie.java_compat import java_properties_order, parse_properties
 from hoodie.new_table import create_table_properties, new_table_properties
 from hoodie.storage import Storage
 from hoodie.storage.local import LocalBackend
+from support.s3_server import S3Server
 
 if TYPE_CHECKING:
     from support.fixture_tables import FixtureTable
@@ -220,6 +222,10 @@ class RecordingStorage(Storage):
         self.calls.append(f"create {path}")
         return super().create(path, data, overwrite=overwrite)
 
+    def replace_if_version(self, path: str, data: bytes, version: str) -> str:
+        self.calls.append(f"replace {path}")
+        return super().replace_if_version(path, data, version)
+
     def delete(self, path: str, *, missing_ok: bool = True) -> bool:
         self.calls.append(f"delete {path}")
         return super().delete(path, missing_ok=missing_ok)
@@ -237,7 +243,7 @@ def test_store_backs_up_then_replaces_then_drops_the_backup(tmp_path: Path) -> N
     assert storage.calls == [
         f"delete {PROPERTIES_BACKUP_FILE}",  # recovery: no backup from an earlier attempt
         f"create {PROPERTIES_BACKUP_FILE}",
-        f"create {PROPERTIES_FILE}",
+        f"replace {PROPERTIES_FILE}",  # compare-and-set on the version read
         f"delete {PROPERTIES_BACKUP_FILE}",
     ]
     assert not storage.exists(PROPERTIES_BACKUP_FILE)
@@ -399,3 +405,64 @@ def test_new_table_refusals(kwargs: dict[str, object], error: type[Exception], m
     }
     with pytest.raises(error, match=match):
         new_table_properties(**args)  # type: ignore[arg-type]
+
+
+def test_a_stale_config_update_fails_and_changes_nothing(tmp_path: Path) -> None:
+    """A writer that read the config, then lost the race to another update (its lock lapsed while it was
+    paused), writes nothing: the other writer's file stands and no backup is left."""
+    storage = Storage.for_uri(str(tmp_path))
+    TableConfig(new_table_properties("t", "MERGE_ON_READ", 8, ["id"], ["p"], database_name="db")).create(
+        storage
+    )
+    stale = TableConfig.load(storage)
+    TableConfig.load(storage).updated({"hoodie.table.cdc.enabled": "true"}).store(storage)
+    winner = storage.read(PROPERTIES_FILE)
+    with pytest.raises(VersionConflict, match="changed since this config was read"):
+        stale.updated({"hoodie.table.metadata.partitions": "files"}).store(storage)
+    assert storage.read(PROPERTIES_FILE) == winner
+    assert not storage.exists(PROPERTIES_BACKUP_FILE)
+
+
+class _RacedStorage(Storage):
+    """Local disk where another writer replaces ``hoodie.properties`` right after this one's backup: between
+    its read of the version and its compare-and-set."""
+
+    def __init__(self, root: Path, other: bytes) -> None:
+        super().__init__(LocalBackend(), str(root), str(root))
+        self._other: bytes | None = other
+
+    def create(self, path: str, data: bytes, *, overwrite: bool = False) -> str | None:
+        made = super().create(path, data, overwrite=overwrite)
+        if path == PROPERTIES_BACKUP_FILE and self._other is not None:
+            other, self._other = self._other, None
+            super().create(PROPERTIES_FILE, other, overwrite=True)
+        return made
+
+
+def test_a_config_update_raced_after_its_read_fails_and_changes_nothing(tmp_path: Path) -> None:
+    plain = Storage.for_uri(str(tmp_path))
+    props = new_table_properties("t", "MERGE_ON_READ", 8, ["id"], ["p"], database_name="db")
+    TableConfig(props).create(plain)
+    other = TableConfig.load(plain).updated({"hoodie.table.cdc.enabled": "true"}).to_text().encode("utf-8")
+    storage = _RacedStorage(tmp_path, other)
+    with pytest.raises(VersionConflict):
+        TableConfig.load(storage).updated({"hoodie.table.metadata.partitions": "files"}).store(storage)
+    assert storage.read(PROPERTIES_FILE) == other
+    assert not storage.exists(PROPERTIES_BACKUP_FILE)
+
+
+@pytest.mark.s3
+def test_a_stale_config_update_fails_and_changes_nothing_on_an_object_store(s3_server: S3Server) -> None:
+    """The same on an S3-compatible server: the replace is a PUT with ``If-Match`` on the ETag read."""
+    storage = Storage.for_uri(f"{s3_server.bucket('config')}/t-{uuid.uuid4().hex[:8]}")
+    assert storage.compare_and_set
+    TableConfig(new_table_properties("t", "MERGE_ON_READ", 8, ["id"], ["p"], database_name="db")).create(
+        storage
+    )
+    stale = TableConfig.load(storage)
+    TableConfig.load(storage).updated({"hoodie.table.cdc.enabled": "true"}).store(storage)
+    winner = storage.read(PROPERTIES_FILE)
+    with pytest.raises(VersionConflict):
+        stale.updated({"hoodie.table.metadata.partitions": "files"}).store(storage)
+    assert storage.read(PROPERTIES_FILE) == winner
+    assert not storage.exists(PROPERTIES_BACKUP_FILE)

@@ -21,7 +21,15 @@ from hoodie.timeline.instant import Instant, State
 from hoodied.cli import main
 from hoodied.errors import ClaimLost
 from hoodied.jobs import run_service_job
-from hoodied.ownership import NEVER, decide, forget_start, record_start, started_by
+from hoodied.ownership import (
+    NEVER,
+    StartRaced,
+    decide,
+    forget_start,
+    read_start,
+    record_start,
+    started_by,
+)
 from support.daemon_tables import assert_same_snapshot, mor_table, snapshot
 
 
@@ -115,6 +123,41 @@ def test_a_run_whose_claim_lapsed_leaves_the_new_holders_start_alone(tmp_path: P
     instant = _inflight(t.root, target)
     assert not decide(Table.open(str(t.root)), "compaction", instant, {}, NEVER).foreign
     assert_same_snapshot(before, snapshot(t.root), "a run whose claim lapsed")
+
+
+def test_a_start_recorded_over_a_stale_read_fails_and_changes_nothing(tmp_path: Path) -> None:
+    """The write itself carries the condition: a run that read the start record (none, or another's at
+    version V) when it took its claim, then paused past it while another run recorded its start, gets
+    StartRaced and leaves the other's record as it was."""
+    storage = Storage.for_uri(str(tmp_path))
+    late = read_start(storage, "compaction", "20260101000000000")  # none yet
+    assert late.record is None
+    assert late.version is None
+    record_start(storage, "compaction", "20260101000000000", "r1", "a1", seen=late)  # r1 read it too
+    written = storage.read(".hoodie/.aux/hoodied/started/compaction-20260101000000000.json")
+    with pytest.raises(StartRaced, match="another run started it"):
+        record_start(storage, "compaction", "20260101000000000", "r2", "a2", seen=late)
+    assert storage.read(".hoodie/.aux/hoodied/started/compaction-20260101000000000.json") == written
+
+    # Over an existing record: the version read decides, not whose record it is.
+    stale = read_start(storage, "compaction", "20260101000000000")
+    assert stale.record is not None
+    assert stale.record["attempt"] == "a1"
+    record_start(
+        storage,
+        "compaction",
+        "20260101000000000",
+        "r3",
+        "a3",
+        seen=read_start(storage, "compaction", "20260101000000000"),
+    )
+    taken = storage.read(".hoodie/.aux/hoodied/started/compaction-20260101000000000.json")
+    with pytest.raises(StartRaced):
+        record_start(storage, "compaction", "20260101000000000", "r1", "a4", seen=stale)
+    assert storage.read(".hoodie/.aux/hoodied/started/compaction-20260101000000000.json") == taken
+    record = started_by(storage, "compaction", "20260101000000000")
+    assert record is not None
+    assert record["attempt"] == "a3"
 
 
 def test_forgetting_an_attempt_removes_its_record_only(tmp_path: Path) -> None:
