@@ -671,13 +671,28 @@ def drop_index(storage: Storage, lock: LockProvider, index_types: Sequence[str])
 
 
 def _drop_index_definitions(storage: Storage, config: TableConfig, partitions: Sequence[str]) -> None:
+    """Remove ``partitions`` from the table's index definitions file (Hudi's ``index.json``). Under the table
+    lock, and still a compare-and-set on the version read where the store has one: a holder paused past its
+    lock that wakes after another writer changed the file gets
+    :class:`~hoodie.errors.VersionConflict` and changes nothing (not even a definition the other added)."""
     path = config.props.get("hoodie.table.index.defs.path", "").strip()
-    if not path or not storage.exists(path):
+    if not path:
         return
-    defs = json.loads(storage.read(path))
+    try:
+        if storage.compare_and_set:
+            raw, version = storage.read_versioned(path)
+        else:
+            raw, version = storage.read(path), None
+    except FileNotFoundError:
+        return
+    defs = json.loads(raw)
     entries = defs.get("indexDefinitions") or {}
     if not any(p in entries for p in partitions):
         return
     for p in partitions:
         entries.pop(p, None)
-    storage.create(path, json.dumps(defs, indent=2).encode("utf-8"), overwrite=True)
+    data = json.dumps(defs, indent=2).encode("utf-8")
+    if version is None:
+        storage.create(path, data, overwrite=True)  # the table lock alone keeps writers apart here
+    else:
+        storage.replace_if_version(path, data, version)

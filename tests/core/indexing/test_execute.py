@@ -4,6 +4,7 @@ reads through the result, and indexes drop cleanly. Also the metadata table's ow
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import tempfile
 from pathlib import Path
@@ -14,9 +15,12 @@ import pytest
 from hoodie import Table
 from hoodie.clean.service import CLEAN as CLEAN_SERVICE
 from hoodie.clustering.service import CLUSTERING as CLUSTERING_SERVICE
+from hoodie.config import TableConfig
+from hoodie.errors import VersionConflict
 from hoodie.indexing.execute import (
     IndexingDeferred,
     IndexingFailed,
+    _drop_index_definitions,
     build_index_records,
     build_index_share,
     complete_indexing,
@@ -30,7 +34,9 @@ from hoodie.indexing.service import INDEXING as INDEXING_SERVICE
 from hoodie.lock import FileSystemLock
 from hoodie.metadata import MetadataTable
 from hoodie.metadata.writer import MetadataUpdate, compact_if_due, deltacommits_since_compaction
+from hoodie.new_table import new_table_properties
 from hoodie.storage import Storage
+from hoodie.storage.local import LocalBackend
 from hoodie.table_service import run_in_process
 from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import CLEAN, CLUSTERING, COMMIT, INDEXING, State
@@ -396,3 +402,35 @@ def test_the_metadata_table_is_not_compacted_while_an_index_is_built(tmp_path: P
     job.commit(results, None)
     assert compact_if_due(storage, lock, max_delta_commits=1) is not None
     check_metadata_table(root, "after the index and the compaction")
+
+
+class _RacedDefs(Storage):
+    """Local disk where another writer rewrites a file right after this one read it (and its version)."""
+
+    def __init__(self, root: Path, other: bytes) -> None:
+        super().__init__(LocalBackend(), str(root), str(root))
+        self._other: bytes | None = other
+
+    def read_versioned(self, path: str) -> tuple[bytes, str]:
+        found = super().read_versioned(path)
+        if self._other is not None:
+            other, self._other = self._other, None
+            super().create(path, other, overwrite=True)
+        return found
+
+
+def test_a_stale_update_of_the_index_definitions_fails_and_changes_nothing(tmp_path: Path) -> None:
+    defs = ".hoodie/.index_defs/index.json"
+    config = TableConfig(new_table_properties("t", "MERGE_ON_READ", 8, ["id"], ["p"])).updated(
+        {"hoodie.table.index.defs.path": defs}
+    )
+    ours = {"indexDefinitions": {"expr_index_a": {"indexName": "expr_index_a"}}}
+    theirs = {"indexDefinitions": {"expr_index_a": {}, "expr_index_b": {}}}
+    Storage.for_uri(str(tmp_path)).create(defs, json.dumps(ours).encode("utf-8"))
+    other = json.dumps(theirs).encode("utf-8")
+    storage = _RacedDefs(tmp_path, other)
+    with pytest.raises(VersionConflict):
+        _drop_index_definitions(storage, config, ["expr_index_a"])
+    assert storage.read(defs) == other  # the other writer's definitions stand
+    _drop_index_definitions(storage, config, ["expr_index_a"])  # read again: applied to theirs
+    assert json.loads(storage.read(defs)) == {"indexDefinitions": {"expr_index_b": {}}}
