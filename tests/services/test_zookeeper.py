@@ -544,3 +544,18 @@ def test_we_exclude_a_curator_writer(
     finally:
         java.kill()
         java.communicate(timeout=10)
+
+
+@pytest.mark.zookeeper
+def test_a_stale_document_update_fails_and_changes_nothing(replica: Replica) -> None:
+    """Control documents are replaced by compare-and-set on the node's version (issue 33): a replica that read
+    version V, paused, and woke after another replica's update, writes nothing."""
+    first, second = replica("r1"), replica("r2")
+    assert first.write_document("control", "t", b"v0", None)
+    assert not second.write_document("control", "t", b"late create", None)  # create-if-absent
+    found = first.read_document("control", "t")
+    assert found is not None
+    stale_version = found[1]
+    assert second.write_document("control", "t", b"second's", stale_version)
+    assert not first.write_document("control", "t", b"first's, stale", stale_version)
+    assert second.read_document("control", "t") == (b"second's", stale_version + 1)
