@@ -119,6 +119,14 @@ class LostRace(CommitConflict):
     (:mod:`hoodie.write.attempt`); the winner's output stands."""
 
 
+class OverlappingPlan(HoodieError):
+    """A compaction, log compaction or clustering plan shares file groups with an older pending plan of those
+    services, or with a newer one that already started (:mod:`hoodie.write.plan_overlap`): Hudi allows one
+    pending plan per file group, and two would rewrite one file slice twice. A plan that was only requested
+    was deleted before this was raised (as if it had never been scheduled); an inflight one is left as it is
+    for a human to decide. The message names both instants and the shared file groups. Not retried."""
+
+
 class LeaseHeld(HoodieError):
     """A live run holds the instant's lease (its heartbeat is fresh, :mod:`hoodie.write.heartbeat`): the
     instant is neither rolled back nor run here. The message names the holder."""

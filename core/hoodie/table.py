@@ -295,10 +295,20 @@ class Table:
     def _pending_compactions(self, as_of: str | None) -> dict[FileGroupId, str]:
         out: dict[FileGroupId, str] = {}
         for instant in self.timeline.filter_as_of(as_of).pending_compactions():
-            data = self.storage.read(self.timeline.file_of(instant.time, State.REQUESTED))
+            data = self._requested_plan(instant.time)
+            if data is None:
+                continue
             for op in decode_compaction_plan(data).operations:
                 out[FileGroupId(op.partition_path, op.file_id)] = instant.time
         return out
+
+    def _requested_plan(self, time: str) -> bytes | None:
+        """A pending plan's requested file, or ``None`` when it was removed since the timeline was listed (a
+        plan that overlapped an older one withdrawn, :mod:`hoodie.write.plan_overlap`): it holds nothing."""
+        try:
+            return self.storage.read(self.timeline.file_of(time, State.REQUESTED))
+        except FileNotFoundError:
+            return None
 
     def pending_compaction_file_groups(self) -> dict[FileGroupId, str]:
         """File groups in a pending compaction plan, each with the compaction's instant time."""
@@ -308,7 +318,9 @@ class Table:
         """File groups in a pending log compaction plan, each with its instant time."""
         out: dict[FileGroupId, str] = {}
         for instant in self.timeline.pending_log_compactions():
-            data = self.storage.read(self.timeline.file_of(instant.time, State.REQUESTED))
+            data = self._requested_plan(instant.time)
+            if data is None:
+                continue
             for op in decode_compaction_plan(data).operations:
                 out[FileGroupId(op.partition_path, op.file_id)] = instant.time
         return out

@@ -30,7 +30,9 @@ from hoodied import package_version
 #: ``cancelled`` = stopped on shutdown or on request, ``unknown`` = the outcome of the commit is not known,
 #: ``corrupt`` = committed data the job must rewrite is damaged (given up at once), ``lost_race`` = another
 #: run of the same instant (another daemon, a one-off command) completed or took it over first: nothing
-#: committed, only the run's own files deleted.
+#: committed, only the run's own files deleted; ``overlapping_plan`` = the instant's plan shares file groups
+#: with an older pending plan (or a newer started one) and was refused (given up at once: a requested plan
+#: was deleted, an inflight one waits for a human; :mod:`hoodie.write.plan_overlap`).
 FAILURE_KINDS: Final = frozenset(
     {
         "failed",
@@ -42,6 +44,7 @@ FAILURE_KINDS: Final = frozenset(
         "foreign",
         "deferred",
         "lost_race",
+        "overlapping_plan",
     }
 )
 
@@ -169,7 +172,8 @@ class Metrics:
             "Table-service jobs that did not commit, by kind: failed (definitely failed, rolled back), "
             "claim_lost, conflict, cancelled, unknown (the commit's outcome is not known), corrupt "
             "(committed data is damaged), lost_race (another run of the instant completed or took it over "
-            "first), foreign (left to its live owner), deferred.",
+            "first), foreign (left to its live owner), deferred, overlapping_plan (its plan shares file "
+            "groups with an older pending one: refused, not retried).",
             (*_TABLE_ACTION, "kind"),
         )
         self.jobs_running = self._gauge(

@@ -32,6 +32,7 @@ from hoodie.errors import (
     LeaseLost,
     LostRace,
     NothingToDo,
+    OverlappingPlan,
     WriteOutcomeUnknown,
 )
 from hoodie.registry import service_named
@@ -326,6 +327,8 @@ class Runner:
             outcome = self._outcome(item, False, "foreign", f"left alone: {e}", started)
         except Deferred as e:
             outcome = self._outcome(item, False, "deferred", str(e), started)
+        except OverlappingPlan as e:
+            outcome = self._outcome(item, False, "overlapping_plan", str(e), started)
         except CORRUPT_DATA_ERRORS as e:
             outcome = self._outcome(item, False, "corrupt", f"{type(e).__name__}: {e}", started)
         except WriteOutcomeUnknown as e:  # not "failed": the write may have landed
@@ -454,6 +457,12 @@ class Runner:
                 table.name,
                 outcome.message,
             )
+        elif outcome.kind == "overlapping_plan":
+            # Running it again cannot help: a requested plan that yielded is gone, an inflight one waits for
+            # an operator to roll one of the two plans back (then `hoodied ctl retry`).
+            self._attempts.setdefault(item.ident, Attempts()).given_up = True
+            self.metrics.instants_given_up.labels(table=table.name, action=item.service).inc()
+            logger.error("%s %s of %s refused, not retried: %s", item.service, T, table.name, outcome.message)
         elif outcome.kind in ("failed", "unknown"):
             attempts = self._attempts.setdefault(item.ident, Attempts())
             attempts.failures += 1

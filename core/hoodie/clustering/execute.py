@@ -104,7 +104,7 @@ from hoodie.read.conform import conform_table
 from hoodie.read.merge import drop_deleted_rows
 from hoodie.storage import Storage, StorageRef
 from hoodie.table import Table
-from hoodie.timeline.instant import Instant
+from hoodie.timeline.instant import Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import (
     ClusteringGroup,
@@ -117,6 +117,7 @@ from hoodie.timeline.metadata import (
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.base_file import BaseFileStats, ParquetOptions, write_base_file_chunks
 from hoodie.write.markers import IOType, Markers, sweep_completed
+from hoodie.write.plan_overlap import ensure_alone, start_alone
 from hoodie.write.rollback import RollbackResult, rollback_unfinished
 from hoodie.write.service_commit import (
     by_partition,
@@ -264,17 +265,22 @@ def prepare_clustering(
         raise CorruptTimelineFile(f"clustering {instant.time} of {storage.uri} holds no clustering plan")
     sort_columns, strategy = _check_executable(plan, instant.time, layout or LayoutConfig())
     _check_curve_columns(table, instant.time, sort_columns, strategy)
+    withdrawn: list[Instant] = []
+    if instant.state is State.INFLIGHT:  # an abandoned attempt that yields is left as it is, not rolled back
+        withdrawn = ensure_alone(storage, lock, instant, what="clustering", config=table.config)
     instant, rolled_back = restart_abandoned(
         storage, lock, instant, _rollback_groups(plan), generator, fence=fence
     )
-    if rolled_back is not None:
+    if rolled_back is not None or withdrawn:  # the view lists the withdrawn plans, whose files are gone
         table = Table.load(storage)
     conflict = find_conflict(table, instant.time, plan)
     if conflict is not None:
         _abort(storage, lock, instant, plan, conflict, generator)
     schema = writer_schema(table, writes="base files", failed=ClusteringFailed)
     timeline_writer = TimelineWriter(storage, table.config, lock, time_generator=generator)
-    inflight = timeline_writer.start(instant)
+    inflight, withdrawn = start_alone(storage, lock, timeline_writer, instant, what="clustering")
+    if withdrawn:  # the view lists the withdrawn plans, whose files are gone
+        table = Table.load(storage)
     failpoint("clustering.after_inflight")
     options = parquet or ParquetOptions.from_config(table.config.props)
     stored = {

@@ -58,6 +58,7 @@ from hoodie.timeline.metadata import (
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.base_file import ParquetOptions, write_base_file_chunks
 from hoodie.write.markers import Markers, sweep_completed
+from hoodie.write.plan_overlap import ensure_alone, start_alone
 from hoodie.write.rollback import RollbackResult
 from hoodie.write.service_commit import (
     by_partition,
@@ -171,12 +172,14 @@ def prepare_compaction(
         storage.read(table.timeline.file_of(instant.time, State.REQUESTED)), base_path=storage.uri
     )
     groups = [(op.partition_path, op.file_id) for op in plan.operations]
+    if instant.state is State.INFLIGHT:  # an abandoned attempt that yields is left as it is, not rolled back
+        ensure_alone(storage, lock, instant, what="compaction", config=table.config)
     instant, rolled_back = restart_abandoned(storage, lock, instant, groups, generator, fence=fence)
     if rolled_back is not None:
         table = Table.load(storage)
     schema = writer_schema(table, writes="base files", failed=CompactionFailed)
     timeline_writer = TimelineWriter(storage, table.config, lock, time_generator=generator)
-    inflight = timeline_writer.start(instant)
+    inflight, _ = start_alone(storage, lock, timeline_writer, instant, what="compaction")  # only config read
     failpoint("compaction.after_inflight")
     options = parquet or ParquetOptions.from_config(table.config.props)
     tasks = tuple(

@@ -81,6 +81,7 @@ from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.attempt import attempt_of_file
 from hoodie.write.base_file import with_meta_fields
 from hoodie.write.markers import IOType, Markers, sweep_completed
+from hoodie.write.plan_overlap import ensure_alone, start_alone
 from hoodie.write.rollback import RollbackResult, files_written_by
 from hoodie.write.service_commit import (
     by_partition,
@@ -208,12 +209,15 @@ def prepare_log_compaction(
         storage.read(table.timeline.file_of(instant.time, State.REQUESTED)), base_path=storage.uri
     )
     groups = [(op.partition_path, op.file_id) for op in plan.operations]
+    if instant.state is State.INFLIGHT:  # an abandoned attempt that yields is left as it is, not rolled back
+        ensure_alone(storage, lock, instant, what="log compaction", config=table.config)
     instant, rolled_back = restart_abandoned(storage, lock, instant, groups, generator, fence=fence)
     if rolled_back is not None:
         table = Table.load(storage)
     schema = writer_schema(table, writes="log blocks", failed=LogCompactionFailed)
     block_schema = with_meta_fields(schema) if table.config.populate_meta_fields else schema
-    inflight = TimelineWriter(storage, table.config, lock, time_generator=generator).start(instant)
+    timeline_writer = TimelineWriter(storage, table.config, lock, time_generator=generator)
+    inflight, _ = start_alone(storage, lock, timeline_writer, instant, what="log compaction")
     failpoint(f"{SERVICE}.after_inflight")
     tasks = tuple(
         LogCompactionTask(

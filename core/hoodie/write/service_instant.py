@@ -22,6 +22,7 @@ from hoodie.table import Table
 from hoodie.timeline.instant import Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.timeline import Timeline
+from hoodie.write.plan_overlap import revalidate_requested
 from hoodie.write.rollback import RollbackResult, rollback_unfinished
 from hoodie.write.service_commit import without_meta_fields
 
@@ -62,7 +63,10 @@ def request_planned(
     instant time is taken and the lock is never held. Otherwise, under the lock, the instant time is
     generated (with the clock-skew wait), the view read again and the plan made again on it, and
     ``request(view, instant_time, plan)`` writes the requested file: the lock holds from the instant time to
-    the requested file, so no write completes in between unseen. ``what`` names the service in logs."""
+    the requested file, so no write completes in between unseen. Once the file landed, the plan is checked
+    against the timeline re-read (:func:`~hoodie.write.plan_overlap.revalidate_requested`): a lock that was
+    a lease may have lapsed while this process paused before the write, and a plan that overlaps an older
+    pending one is withdrawn and reported as not scheduled. ``what`` names the service in logs."""
     ahead = plan(table, generator.provisional(table.config, table.timeline))
     if ahead.plan is None:
         logger.debug("%s of %s not scheduled: %s", what, storage.uri, ahead.reason)
@@ -77,6 +81,11 @@ def request_planned(
             logger.info("%s of %s not scheduled: %s", what, storage.uri, result.reason)
             return None, result
         instant = request(view, instant_time, made)
+        # The lock may have been a lease that lapsed while we paused before the PUT: another scheduler may
+        # have planned the same file groups meanwhile. Decided on the timeline as it is now.
+        withdrawn = revalidate_requested(storage, lock, instant, what=what, config=view.config)
+    if withdrawn is not None:
+        return None, Planned(None, withdrawn)
     logger.info("scheduled %s %s on %s: %s", what, instant_time, storage.uri, result.reason)
     return instant, result
 

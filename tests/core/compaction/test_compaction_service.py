@@ -64,8 +64,9 @@ def test_a_run_reads_the_table_once_before_and_once_under_the_lock(
     tasks = len(job.tasks)
     assert tasks >= 2
     # Config: the runner's read, the commit's under the lock, the metadata-table upkeep's under the lock.
-    # Timeline: the runner's, one per task, the commit's, and the completion time's (under the lock).
-    assert counts == {"TableConfig": 3, "Timeline": 3 + tasks}, counts
+    # Timeline: the runner's, the overlap check's before the inflight (under the lock: one pending plan per
+    # file group), one per task, the commit's, and the completion time's (under the lock).
+    assert counts == {"TableConfig": 3, "Timeline": 4 + tasks}, counts
     assert done.instant.state is State.COMPLETED
     assert done.records > 0
     assert done.summary.startswith(f"{tasks} base file(s), {done.records} record(s)"), done.summary
