@@ -22,6 +22,7 @@ from support.chaos.faults import Tmpfs
 from support.chaos.trial import ACTORS, TrialResult, TrialSpec, run_trial
 from support.s3_faults import FaultProxy
 from support.s3_server import S3Server, moto_available
+from support.stall_proxy import STALL_KINDS
 from support.zk_server import ZooKeeperServer, zookeeper_available
 
 
@@ -100,11 +101,13 @@ def main(argv: list[str] | None = None) -> int:
 def report(results: list[TrialResult], seconds: float) -> str:
     faults: Counter[str] = Counter()
     actors: Counter[str] = Counter()
+    stalls: Counter[str] = Counter()
     completed: Counter[str] = Counter()
     by_version: Counter[str] = Counter()
     for r in results:
         faults.update(r.faults)
         actors.update(r.actors)
+        stalls.update(r.stalls)
         completed.update({k: n for k, n in r.verdict.completed.items() if not k.startswith("timeline:")})
         by_version[f"v{r.spec.table_version} {r.spec.table_type} {r.spec.store}"] += 1
     acked = sum(r.verdict.batches_acked for r in results)
@@ -122,6 +125,13 @@ def report(results: list[TrialResult], seconds: float) -> str:
         "  second executors: " + (", ".join(f"{k} {n}" for k, n in sorted(actors.items())) or "none"),
         f"  runs that ended lost the race {actors['lost_race']} (daemons' "
         f"{actors['lost_race'] - actors['oneoff_lost_race']}, one-offs' {actors['oneoff_lost_race']})",
+        f"  stalls armed {faults['stall']}, struck {sum(stalls[f'stall_{k}'] for k in STALL_KINDS)}, "
+        f"missed {stalls['stall_missed']}: "
+        + ", ".join(
+            f"{k} {stalls[f'stall_{k}']} (stale write refused {stalls[f'stall_{k}_refused']}, "
+            f"by the store {stalls[f'stall_{k}_store_refused']})"
+            for k in STALL_KINDS
+        ),
     ]
     return "\n".join(lines)
 

@@ -14,6 +14,9 @@ Kinds (each undone after a while, except the kills, whose process is started aga
 - ``stop_replica``: SIGSTOP a daemon's process group (its Spark JVM and Python workers with it) for longer
   than its ZooKeeper session timeout and its instants' heartbeat expiry together, then SIGCONT it: it wakes
   holding claims, a lease and maybe the table lock that are all gone, as after a long GC pause or a frozen VM;
+- ``stall``: stop the process group of the first replica to send a request of a chosen kind (a commit, a
+  plan, a history manifest, a base file, a delete) and hold that request past the replica's session and
+  heartbeat, then continue the replica and let the request go, late (:mod:`support.chaos.stalls`, issue 33);
 - ``oneoff``: an operator runs ``hoodied compact|cluster|logcompact PATH --mode execute --instant T`` (some
   with ``--take-over``) on a pending instant a replica may be running (:mod:`support.chaos.actors`);
 - ``cancel``: an operator cancels a running instant with ``hoodied ctl cancel`` (the replica rolls it back to
@@ -39,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from support.stall_proxy import STALL_KINDS
+
 logger = logging.getLogger(__name__)
 
 KINDS = (
@@ -49,6 +54,7 @@ KINDS = (
     "disk_full",
     "store_errors",
     "stop_replica",
+    "stall",
     "oneoff",
     "cancel",
 )
@@ -62,9 +68,14 @@ WEIGHTS = {
     "disk_full": 2,
     "store_errors": 3,
     "stop_replica": 2,
+    "stall": 3,
     "oneoff": 3,
     "cancel": 1,
 }
+
+#: Relative weights of a stall's kinds: the completions and plans of issue 33 first; a history manifest is
+#: rare in a short trial (archival needs ``hoodie.keep.max.commits`` commits first).
+STALL_WEIGHTS = {"commit": 3, "plan": 3, "base": 2, "delete": 2, "manifest": 1}
 
 
 @dataclass(frozen=True)
@@ -172,6 +183,10 @@ class Targets:
     resume: Callable[[object], None] | None = None
     #: Seconds a stop lasts at least: the session timeout and the instants' heartbeat expiry together.
     stop_floor: float = 0.0
+    #: Arm a stall of the first replica to send a request of a kind (:meth:`support.chaos.stalls.Staller.arm`:
+    #: kind, hold, window; returns what it armed) and end it (:meth:`~support.chaos.stalls.Staller.disarm`).
+    stall: Callable[[str, float, float], str] | None = None
+    unstall: Callable[[], None] | None = None
     #: An operator's one-off command (returns at once; the command runs in the background).
     oneoff: Callable[[OneOffOrder], str] | None = None
     #: ``hoodied ctl cancel`` of a running instant: returns what was cancelled (for ``retry``), or None.
@@ -268,6 +283,8 @@ class FaultInjector:
         # One daemon frozen at a time: with two, both could be frozen past their sessions at once.
         if "stop_replica" in choices and (t.stop is None or not stoppable or self._stopped):
             choices.remove("stop_replica")
+        if "stall" in choices and (t.stall is None or not live or self._stopped):
+            choices.remove("stall")
         if "oneoff" in choices and t.oneoff is None:
             choices.remove("oneoff")
         if "cancel" in choices and (t.cancel is None or "cancel" in self._blocked):
@@ -322,6 +339,16 @@ class FaultInjector:
             self._stopped.add(name)
             self._later(now + hold, f"continue {name}", lambda: self._continue(name, stopped))
             self._note(now, kind, name, f"{hold:.1f} s")
+        elif kind == "stall":
+            assert t.stall is not None
+            what = self.rng.choices(STALL_KINDS, weights=[STALL_WEIGHTS[k] for k in STALL_KINDS])[0]
+            hold = t.stop_floor + self.rng.uniform(1.0, 6.0)
+            window = self.rng.uniform(10.0, 30.0)
+            armed = t.stall(what, hold, window)
+            # A daemon may be frozen (one at a time) until the window and a hold begun at its end are over.
+            self._stopped.add("stall")
+            self._later(now + window + hold + 1.0, "end the stall", self._unstall)
+            self._note(now, kind, "replicas", f"{what} {armed}")
         elif kind == "oneoff":
             assert t.oneoff is not None
             order = OneOffOrder(take_over=self.rng.random() < 0.35, draw=self.rng.randrange(1 << 30))
@@ -364,6 +391,11 @@ class FaultInjector:
         self._stopped.discard(name)
         assert self.targets.resume is not None
         self.targets.resume(stopped)
+
+    def _unstall(self) -> None:
+        self._stopped.discard("stall")
+        assert self.targets.unstall is not None
+        self.targets.unstall()
 
     def _retry(self, cancelled: object) -> None:
         self._blocked.discard("cancel")

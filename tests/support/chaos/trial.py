@@ -32,12 +32,23 @@ from hoodie.storage import Storage
 from hoodie.table_service import run_in_process
 from hoodie.testing.table_writer import TableWriter
 from hoodie.write.failed_writes import rollback_failed_writes
+from hoodie.write.heartbeat import HeartbeatConfig
 from hoodied.coordination import identity
 from hoodied.zookeeper import ZooKeeper, ZooKeeperConfig
 from support.chaos.actors import ONEOFF_TIMEOUT, ZOOKEEPER_PROVIDER, LockWatch, Operator, outcomes, spellings
 from support.chaos.faults import FaultInjector, StoreFaults, Targets, Tmpfs
-from support.chaos.judge import Verdict, check_no_orphans, check_records, check_single_completion
+from support.chaos.judge import (
+    TimelineSamples,
+    Verdict,
+    check_history_complete,
+    check_no_orphans,
+    check_plans_disjoint,
+    check_records,
+    check_single_completion,
+    check_written_files_exist,
+)
 from support.chaos.ledger import SCHEMA, Ledger
+from support.chaos.stalls import Staller
 from support.chaos.writer import HEARTBEAT
 from support.metadata_checks import check_metadata_table
 from support.s3_faults import FaultProxy
@@ -53,8 +64,11 @@ TABLE_NAME = "chaos"
 REPLICAS = ("r1", "r2", "r3")
 #: The second executors (:mod:`support.chaos.actors`): ``alias``, a daemon naming the table another way on
 #: the replicas' ZooKeeper base path; ``second``, a daemon on a base path of its own; and the fault kinds
-#: ``stop_replica`` (SIGSTOP past the session and the heartbeat), ``oneoff`` and ``cancel`` (an operator).
-ACTORS = ("alias", "second", "stop_replica", "oneoff", "cancel")
+#: ``stop_replica`` (SIGSTOP past the session and the heartbeat), ``stall`` (a replica stopped at a chosen
+#: request, the request sent late: issue 33), ``oneoff`` and ``cancel`` (an operator).
+ACTORS = ("alias", "second", "stop_replica", "stall", "oneoff", "cancel")
+#: Seconds between the samples of the timeline a trial takes while it runs (:class:`TimelineSamples`).
+SAMPLE_EVERY = 5.0
 #: The daemons' replica names.
 ALIAS = "a1"
 SECOND = "d2"
@@ -62,6 +76,13 @@ LOCK_BASE_PATH = "hoodie.write.lock.zookeeper.base_path"
 #: One replica commits slowly: it holds the table lock two seconds inside every commit of a rewriting service
 #: (and before a clean's), so that kills and ZooKeeper partitions often land in the middle of a commit.
 SLOW_COMMITTER = "r1"
+#: On S3 a daemon refuses a store request that could outlast its instant lease (``hoodie.lease_margin``:
+#: the expiry less one renewal and 1 s of clock skew must exceed the request ``timeout``, with 1 s left to
+#: retry), so the daemons there get a 9 s lease (the writer's stays 2 s: a longer lease only makes them
+#: wait longer before they roll a writer's failed commit back) and store requests a 5 s timeout.
+S3_LEASE = HeartbeatConfig(interval_ms=1000, tolerable_misses=9)
+#: ``allow_http`` again: a client option given replaces those the environment set (``AWS_ALLOW_HTTP``).
+S3_OPTIONS = {"timeout": "5s", "allow_http": "true"}
 SLOW_COMMITS = ",".join(
     [f"{s}.during_commit=sleep:2" for s in ("compaction", "logcompaction", "clustering")]
     + ["clean.before_commit=sleep:1"]
@@ -105,7 +126,7 @@ class TrialSpec:
         record_index = version >= 8 and rng.random() < 0.5
         default: tuple[str, ...] = ("kill_replica", "kill_writer", "zk_cut", "zk_partition")
         default += ("disk_full",) if store == "local" else ("store_errors",)
-        default += tuple(k for k in ("stop_replica", "oneoff", "cancel") if k in actors)
+        default += tuple(k for k in ("stop_replica", "stall", "oneoff", "cancel") if k in actors)
         allowed = [d for d in ("alias", "second") if d in actors]
         choices = [(d,) for d in allowed] + ([tuple(allowed)] if len(allowed) > 1 else [])
         daemons = rng.choice(choices) if choices else ()
@@ -199,7 +220,7 @@ class S3Store:
         self.server = server
         self.uri = f"{server.bucket(bucket)}/{TABLE_NAME}"
         self.env = proxy.environment(server.environment())
-        self.storage_options: dict[str, str] = {}
+        self.storage_options: dict[str, str] = dict(S3_OPTIONS)
         self.disk: Tmpfs | None = None
         self.faults: StoreFaults | None = ProxyFaults(proxy, random.Random(f"store-{seed}"))
         self._proxy = proxy
@@ -232,6 +253,8 @@ class TrialResult:
     #: What the second executors did (:meth:`Trial.actor_counts`): ``alias_runs``, ``oneoff_runs``,
     #: ``stops``, ``lost_race``...
     actors: Counter[str] = field(default_factory=Counter)
+    #: The stalls that struck and what came of them (:meth:`support.chaos.stalls.Staller.counts`).
+    stalls: Counter[str] = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
@@ -242,12 +265,14 @@ class TrialResult:
         done = ", ".join(f"{k} {n}" for k, n in sorted(v.completed.items()) if not k.startswith("timeline:"))
         faults = ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items())) or "none"
         actors = ", ".join(f"{k} {n}" for k, n in sorted(self.actors.items())) or "none"
+        stalls = ", ".join(f"{k} {n}" for k, n in sorted(self.stalls.items()))
         head = "ok  " if self.ok else "FAIL"
         return (
             f"{head} {self.spec.describe()} ({self.seconds:.0f} s): faults {faults}; batches acked "
             f"{v.batches_acked}, failed {v.batches_failed}, unacknowledged but committed "
             f"{v.batches_unacked_committed}, not committed {v.batches_unacked_lost}; "
             f"completed {done or 'none'}; records checked {v.records_checked}; actors {actors}"
+            + (f"; stalls {stalls}" if stalls else "")
             + ("" if self.ok else "\n      " + "\n      ".join(self.problems))
         )
 
@@ -275,7 +300,12 @@ class Trial:
         #: The second daemon's own ZooKeeper base path, and where its lock would be if it followed it.
         self.second_base_path = f"{self.base_path}-second"
         self.second_lock_path = f"{self.second_base_path}/locks/{TABLE_NAME}"
+        #: The daemons' instant lease (``hoodie.client.heartbeat.*``): the writer's on local disk; on S3 one
+        #: long enough to hold a store request (:data:`S3_LEASE`).
+        self.lease = S3_LEASE if spec.store == "s3" else HEARTBEAT
         self.operator: Operator | None = None
+        self.staller: Staller | None = None
+        self.samples = TimelineSamples()
         self.lock_watch: LockWatch | None = None
         self.replicas: dict[str, Process] = {}
         self.writer: Process | None = None
@@ -307,8 +337,8 @@ class Trial:
             "hoodie.clustering.plan.strategy.max.num.groups": "4",
             "hoodie.clean.commits.retained": "2",
             "hoodie.clean.failed.writes.policy": "LAZY",
-            "hoodie.client.heartbeat.interval_in_ms": str(HEARTBEAT.interval_ms),
-            "hoodie.client.heartbeat.tolerable.misses": str(HEARTBEAT.tolerable_misses),
+            "hoodie.client.heartbeat.interval_in_ms": str(self.lease.interval_ms),
+            "hoodie.client.heartbeat.tolerable.misses": str(self.lease.tolerable_misses),
             "hoodie.keep.min.commits": "5",
             "hoodie.keep.max.commits": "8",
             # The writer updates keys all over the table and does not refuse updates under clustering.
@@ -369,8 +399,13 @@ class Trial:
         config = self._config(name, port)
         log = self.work / f"{name}.log"
         env = self._env()
-        if name == SLOW_COMMITTER:
-            env[FAILPOINTS_ENV] = SLOW_COMMITS
+        failpoints = [SLOW_COMMITS] if name == SLOW_COMMITTER else []
+        if self.staller is not None:
+            stall = self.staller.env(name)
+            failpoints += [stall.pop(FAILPOINTS_ENV)] if FAILPOINTS_ENV in stall else []
+            env.update(stall)
+        if failpoints:
+            env[FAILPOINTS_ENV] = ",".join(failpoints)
         with log.open("ab") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "hoodied.cli", "run", "--config", str(config)],
@@ -479,6 +514,11 @@ class Trial:
         zookeeper.start()
         try:
             self._create_table()
+            if "stall" in self.spec.kinds:
+                # On S3 each daemon's own stalling proxy stands in front of the shared fault proxy. Every
+                # daemon of the table can be stalled (the alias and the second daemon schedule and run too).
+                upstream = self.store.env.get("AWS_ENDPOINT_URL") if self.spec.store == "s3" else None
+                self.staller = Staller(self.work, self.daemons, self._pid_of, self._log_of, upstream)
             self.lock_watch = LockWatch(
                 self.zk.connect, self.lock_path, self.second_lock_path if SECOND in self.daemons else None
             )
@@ -490,6 +530,8 @@ class Trial:
             self.start_writer()
             watcher = threading.Thread(target=self._watch, name="chaos-watch", daemon=True)
             watcher.start()
+            sampler = threading.Thread(target=self._sample, name="chaos-samples", daemon=True)
+            sampler.start()
             operator = self.operator = self._operator()
             injector = FaultInjector(
                 Targets(
@@ -507,7 +549,9 @@ class Trial:
                     stoppable=self.daemons,
                     stop=self.stop_daemon,
                     resume=self.resume_daemon,
-                    stop_floor=SESSION_TIMEOUT + HEARTBEAT.expiry_ms / 1000,
+                    stop_floor=SESSION_TIMEOUT + self.lease.expiry_ms / 1000,
+                    stall=self.staller.arm if self.staller is not None else None,
+                    unstall=self.staller.disarm if self.staller is not None else None,
                     oneoff=operator.launch,
                     cancel=operator.cancel,
                     retry=operator.retry,
@@ -527,6 +571,7 @@ class Trial:
             self._settle(180.0)
             self._done.set()  # from here on, exits are ours
             watcher.join(5)
+            sampler.join(30)
             self._stop_replicas()
             with contextlib.suppress(Exception):  # evidence of what the last clean cleaned, if it fails
                 self.store.keep(self.work / "before-clean")
@@ -559,6 +604,7 @@ class Trial:
             self.restarts,
             self.problems + verdict.problems,
             self.actor_counts(injector.counts if injector is not None else Counter()),
+            self.staller.counts() if self.staller is not None else Counter(),
         )
         (self.work / "result.txt").write_text(result.summary() + "\n\n" + "\n".join(result.events) + "\n")
         if not result.ok:
@@ -678,11 +724,40 @@ class Trial:
         oneoffs = self.operator.completions() if self.operator is not None else Counter()
         check_single_completion(table, logs, writer_instants, verdict, oneoffs)
         check_no_orphans(table, verdict)
+        check_written_files_exist(table, verdict)
+        check_plans_disjoint(table, verdict)
+        verdict.problems.extend(self.samples.problems)
+        seen = dict(self.samples.seen)
+        for log in logs:
+            seen.update({t: service for service, t in outcomes(log).completed})
+        seen.update({t: service for service, t in oneoffs})
+        check_history_complete(table, seen, verdict)
         if table.config.metadata_partitions and self.store.uri.startswith("/"):
             try:
                 check_metadata_table(Path(self.store.uri), "after the trial")
             except AssertionError as e:
                 verdict.problems.append(f"metadata table: {e}")
+
+    def _sample(self) -> None:
+        """Sample the timeline until the daemons stopped (:class:`TimelineSamples`): the instants seen
+        completed, and pending plans that share a file group. A sample the faults make fail is skipped."""
+        storage = Storage.for_uri(self.store.uri, self.store.storage_options)
+        while not self._done.wait(SAMPLE_EVERY):
+            try:
+                self.samples.sample(Table.load(storage))
+            except Exception as e:
+                logger.debug("chaos: timeline sample skipped: %s", e)
+
+    def _pid_of(self, name: str) -> int | None:
+        """Replica ``name``'s process (and group) id while it runs, else None."""
+        with self._guard:
+            replica = self.replicas.get(name)
+        if replica is None or replica.proc.poll() is not None:
+            return None
+        return replica.proc.pid
+
+    def _log_of(self, name: str) -> Path:
+        return self.work / f"{name}.log"
 
     def _operator(self) -> Operator:
         """The operator: one-offs with the table's settings, the writers' ZooKeeper lock (Hudi's keys, as
@@ -728,6 +803,8 @@ class Trial:
         return +out
 
     def _close(self) -> None:
+        if self.staller is not None:
+            self.staller.close()
         for replica in self.replicas.values():
             _kill_group(replica.proc)
         if self.writer is not None:
