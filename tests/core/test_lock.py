@@ -96,6 +96,28 @@ def test_an_expired_lock_is_broken_and_its_holder_learns_it_was_lost(storage: St
     fresh.release()
 
 
+def test_a_stale_takeover_fails_and_changes_nothing(storage: Storage) -> None:
+    """Two processes find one expired lock; the one that read it first pauses while the other takes it over.
+    Woken, its takeover (a compare-and-set on the version it read) fails and the new holder's file stands.
+    Before, a check then a delete let the late breaker delete the new holder's lock."""
+    crashed = FileSystemLock(storage, expire_seconds=0.05)
+    crashed.acquire(0.0)
+    time.sleep(0.08)
+    late, winner = FileSystemLock(storage), FileSystemLock(storage)
+    found = late._holder_versioned()  # the late breaker reads the stale holder, then pauses
+    assert found is not None
+    assert found[0].is_stale(time.time())
+    winner.acquire(1.0)
+    taken = storage.read(winner.path)
+    now = time.time()
+    assert late._take_over(found[1], "late", now, now + 60) is False
+    assert storage.read(winner.path) == taken
+    assert winner.is_held
+    with pytest.raises(LockTimeout):
+        late.acquire(0.05)
+    winner.release()
+
+
 def test_a_late_release_of_an_unbroken_expired_lock_is_fine(storage: Storage) -> None:
     lock = FileSystemLock(storage, expire_seconds=0.01)
     lock.acquire(0.0)

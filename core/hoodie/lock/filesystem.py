@@ -4,15 +4,19 @@
 - Acquiring is an atomic create-if-absent of the lock file. The file holds one JSON object naming the holder
   (``{"token": ..., "owner": "<host>:<pid>", "acquired_at_ms": ..., "expires_at_ms": ...}``); Hudi writes a
   ``LockInfo`` text there instead, which we read as "held by someone else".
-- A lock whose holder declared an expiry that has passed may be broken (deleted) by anyone; a lock file we do
+- A lock whose holder declared an expiry that has passed may be taken over by anyone: replaced with the
+  taker's lock by compare-and-set on the version of the file its stale holder was read at
+  (:meth:`~hoodie.storage.Storage.replace_if_version`, a compare under ``flock`` locally), so a taker that
+  read a stale holder and paused changes nothing once someone else took the lock; a lock file we do
   not understand (Hudi's) expires ``expire_seconds`` after its modification time, as Hudi's
   ``hoodie.write.lock.filesystem.expire`` does (there in minutes). ``expire_seconds=0`` means never, Hudi's
   default.
-- Only the lock file with a given content is ever deleted (by its holder on release, or by a breaker when it
-  is stale), and the check-then-delete runs while holding a per-content guard file
-  ``<lock>.<digest>.break`` created with create-if-absent; so a breaker that saw an old lock cannot delete
-  the new one someone else just took. Guard files live for milliseconds; one left by a crashed process is
-  removed after :data:`GUARD_STALE_SECONDS`.
+- Only the lock file with a given content is ever deleted (by its holder on release), and the
+  check-then-delete runs while holding a per-content guard file ``<lock>.<digest>.break`` created with
+  create-if-absent. Guard files live for milliseconds; one left by a crashed process is removed after
+  :data:`GUARD_STALE_SECONDS`. The release is the one check-then-write left: a holder paused between its
+  check and its delete, past its expiry and a takeover, would delete the new holder's file (the store has no
+  conditional delete); keep critical sections well below ``expire_seconds``.
 
 Differences from Hudi's provider: Hudi's ``unlock`` deletes the lock file whatever it holds, and expiry is
 only by modification time; ours deletes only its own file (reporting :class:`~hoodie.errors.LockLost` when
@@ -32,7 +36,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from hoodie.errors import FileAlreadyExists, LockError, LockLost, LockTimeout
+from hoodie.errors import FileAlreadyExists, LockError, LockLost, LockTimeout, VersionConflict
 from hoodie.lock.provider import DEFAULT_ACQUIRE_TIMEOUT_SECONDS, AcquireOnEnter
 from hoodie.storage import Storage
 
@@ -120,12 +124,14 @@ class FileSystemLock(AcquireOnEnter):
             else:
                 self._token, self._expires_at = token, expires_at
                 return
-            holder = self.holder()
-            if holder is None:
+            found = self._holder_versioned()
+            if found is None:
                 continue  # released between our create and our look: try again at once
+            holder, version = found
             stale = holder.is_stale(time.time())
-            if stale and self._delete_if_current(holder.token, only_if_stale=True):
-                continue
+            if stale and self._take_over(version, token, now, expires_at):
+                self._token, self._expires_at = token, expires_at
+                return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 who = holder.owner + (" (expired, being broken by another process)" if stale else "")
@@ -140,7 +146,7 @@ class FileSystemLock(AcquireOnEnter):
         if token is None:
             raise LockError(f"{self!r} is not held by this object")
         self._token, self._expires_at = None, None
-        deleted = self._delete_if_current(token, only_if_stale=False)
+        deleted = self._delete_if_current(token)
         if not deleted:
             raise LockLost(
                 f"the table lock {self._storage.full_path(self._path)} was no longer ours when released "
@@ -151,12 +157,33 @@ class FileSystemLock(AcquireOnEnter):
 
     def holder(self) -> LockHolder | None:
         """The current holder as the lock file says, or ``None`` when the lock is free."""
+        found = self._holder_versioned()
+        return None if found is None else found[0]
+
+    def _holder_versioned(self) -> tuple[LockHolder, str] | None:
+        """The holder and the version of the lock file it was read from (for :meth:`_take_over`)."""
         try:
-            mtime_ns = self._storage.info(self._path).mtime_ns
-            data = self._storage.read(self._path)
+            data, version = self._storage.read_versioned(self._path)
         except FileNotFoundError:
             return None
-        return self._parse(data, mtime_ns)
+        # A local version is ``<inode>:<mtime ns>:<size>`` (hoodie.storage.local): the file's time, read with
+        # its content (a foreign lock file expires by it).
+        try:
+            mtime_ns: int | None = int(version.split(":")[1])
+        except (IndexError, ValueError):
+            mtime_ns = None
+        return self._parse(data, mtime_ns), version
+
+    def _take_over(self, version: str, token: str, now: float, expires_at: float | None) -> bool:
+        """Replace an expired lock file with ours, conditional on the version its stale holder was read at:
+        of several processes breaking one expired lock exactly one takes it, and one that read the stale
+        holder, paused, and woke after another took the lock changes nothing (a check, then a delete, let it
+        delete the new holder's lock). False when another process got there first."""
+        try:
+            self._storage.replace_if_version(self._path, self._content(token, now, expires_at), version)
+        except VersionConflict:
+            return False
+        return True
 
     # -- internals ---------------------------------------------------------------------------------------
 
@@ -192,11 +219,11 @@ class FileSystemLock(AcquireOnEnter):
     def _guard_path(self, token: str) -> str:
         return f"{self._path}.{hashlib.sha1(token.encode()).hexdigest()[:16]}.break"
 
-    def _delete_if_current(self, token: str, *, only_if_stale: bool) -> bool:
-        """Delete the lock file if it still is the one with ``token`` (and, if asked, still stale).
+    def _delete_if_current(self, token: str) -> bool:
+        """Delete the lock file if it still is the one with ``token`` (a release).
 
-        Runs under the guard file of that token, so two processes never both act on the same lock file and
-        a lock taken after the check is never deleted. Returns whether this call deleted the file.
+        Runs under the guard file of that token, so two releases of one lock file never both act on it.
+        Returns whether this call deleted the file.
         """
         guard = self._guard_path(token)
         try:
@@ -207,8 +234,6 @@ class FileSystemLock(AcquireOnEnter):
         try:
             current = self.holder()
             if current is None or current.token != token:
-                return False
-            if only_if_stale and not current.is_stale(time.time()):
                 return False
             return self._storage.delete(self._path)
         finally:
