@@ -506,6 +506,7 @@ def commit_log_compaction(
         fence=fence,
         time_generator=time_generator,
         metadata_update=lambda cfg: update_for_write(storage, cfg, T, stats, index_log_records=False),
+        metadata_step="log_files",  # the same update, rebuilt by a roll forward of the decision
     )
     assert done is not None  # no conflict check: a log compaction conflicts with no write
     result = LogCompactionResult(

@@ -35,7 +35,7 @@ import pyarrow as pa
 from hoodie.avro.encoder import encode_avro_records
 from hoodie.bloom import DYNAMIC_V0, new_bloom_filter
 from hoodie.config import METADATA_PARTITIONS_INFLIGHT, TableConfig
-from hoodie.errors import CorruptMetadataTable, HoodieError
+from hoodie.errors import CommitConflict, CorruptMetadataTable, HoodieError
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroupId, FileSlice
 from hoodie.file_group.fs_view import build_file_groups, classify_listing
@@ -288,9 +288,14 @@ class MetadataWriter:
         )
         return True
 
-    def write_deltacommit(self, update: MetadataUpdate) -> Instant:
-        """Write ``update`` as the metadata table's deltacommit at its instant time and complete it."""
+    def write_deltacommit(self, update: MetadataUpdate, *, replace_completed: bool = True) -> Instant:
+        """Write ``update`` as the metadata table's deltacommit at its instant time and complete it. What an
+        earlier attempt at that time left is removed first; without ``replace_completed``, a *completed*
+        deltacommit there is not (:class:`CommitConflict`): a decided completion's roll forward wrote it
+        (:mod:`hoodie.write.decision`), and removing it would leave the data instant's records out."""
         time = update.instant_time
+        if not replace_completed and self.mdt.timeline.is_completed(time):
+            raise CommitConflict(f"the metadata table's deltacommit {time} is completed already")
         by_partition = update.all_records()
         wanted = set(self.partitions_to_update())
         for partition in sorted(by_partition):
@@ -698,16 +703,19 @@ def write_metadata_update(
     *,
     service: str,
     time_generator: InstantTimeGenerator | None = None,
+    replace_completed: bool = True,
 ) -> Instant | None:
     """Write the update ``build`` makes for the table config as it is now (``config``, read under the table
     lock: an index being built since the commit began is in it) to the table's metadata table, as the
     deltacommit of the update's instant. The caller holds the lock and completes the data instant right
-    after. Returns None when the table has no metadata table."""
+    after. Returns None when the table has no metadata table. ``replace_completed``: see
+    :meth:`MetadataWriter.write_deltacommit`."""
     check_supported(storage, config, service, writer=service == "write")
     mdt = open_metadata_table(storage, config)
     if mdt is None:
         return None
-    return MetadataWriter(mdt, lock, time_generator=time_generator).write_deltacommit(build(config))
+    writer = MetadataWriter(mdt, lock, time_generator=time_generator)
+    return writer.write_deltacommit(build(config), replace_completed=replace_completed)
 
 
 def compact_if_due(

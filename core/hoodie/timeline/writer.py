@@ -33,7 +33,7 @@ moves the rollback instant through its states.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from hoodie.config import TableConfig
 from hoodie.errors import CommitConflict, FileAlreadyExists, LockRequired, UnsupportedTable
@@ -261,19 +261,20 @@ class TimelineWriter:
             self._write(inflight, data)
         return inflight
 
-    def complete(
-        self,
-        instant: Instant,
-        content: bytes | TimelineRecord = b"",
-        *,
-        decide: Callable[[str, bytes], None] | None = None,
-    ) -> Instant:
+    def complete(self, instant: Instant, content: bytes | TimelineRecord = b"") -> Instant:
         """Inflight -> completed, under the completed action's name; v8+ with a completion time taken under
-        the lock.
+        the lock."""
+        with self._critical_section():
+            done, _, data = self.completion_of(instant, content)
+            self._write(done, data)
+        return done
 
-        With ``decide`` (:mod:`hoodie.write.decision`), the completed file's path and bytes are decided on
-        first (``decide`` raises when this attempt may not complete), and the file is then written
-        idempotently: a roll forward of the same decision may have written it already."""
+    def completion_of(
+        self, instant: Instant, content: bytes | TimelineRecord = b""
+    ) -> tuple[Instant, str, bytes]:
+        """What completing the inflight ``instant`` with ``content`` writes: the completed instant (v8+ with a
+        completion time taken now, under the lock), its file's path and bytes. Nothing is written: a decided
+        completion (:mod:`hoodie.write.decision`) records them first and publishes them after."""
         if instant.state is not State.INFLIGHT:
             raise ValueError(f"complete() moves an inflight instant; {instant} is {instant.state.name}")
         if self.layout_version >= 2 and self.lock is None:
@@ -289,14 +290,8 @@ class TimelineWriter:
             completion = None
             if self.layout_version >= 2:
                 completion = self.time_generator.completion_time(self.storage, self.config, self.lock)
-            done = Instant(instant.time, done_action, State.COMPLETED, completion)
-            if decide is None:
-                self._write(done, data)
-            else:
-                path = f"{self.folder}/{done.file_name_for(self.layout_version)}"
-                decide(path, data)
-                self._write_decided(path, data)
-        return done
+        done = Instant(instant.time, done_action, State.COMPLETED, completion)
+        return done, f"{self.folder}/{done.file_name_for(self.layout_version)}", data
 
     def revert_to_requested(self, instant: Instant) -> Instant:
         """Inflight -> requested (Hudi's ``revertInstantFromInflightToRequested``): the inflight file is
@@ -414,15 +409,6 @@ class TimelineWriter:
             yield
         finally:
             self.lock.release()
-
-    def _write_decided(self, path: str, data: bytes) -> None:
-        """Write a decided completed file: the same bytes already there (a roll forward of the decision wrote
-        them) count as written."""
-        try:
-            self.storage.create(path, data)
-        except FileAlreadyExists:
-            if self.storage.read(path) != data:
-                raise CommitConflict(f"{path} was written by another writer first") from None
 
     def _write(self, instant: Instant, data: bytes) -> None:
         name = instant.file_name_for(self.layout_version)

@@ -12,15 +12,19 @@ So completion and takeover meet at one object per (instant, attempt) in
 changed:
 
 - An attempt completes only after it **created its decision** ``complete``, which carries the completed
-  timeline file (its name, completion time included, and its bytes). The file is written after the decision.
+  timeline file (its name, completion time included, and its bytes) and which metadata-table update the
+  commit makes. Before the decision the attempt wrote only files of its own (its write tokens name it); the
+  metadata table's deltacommit and the completed file are written after it.
 - A run that rolls an attempt back (a takeover) first **voids** every attempt it is about to undo: the
   attempts whose files it found, and those it took the lease over from. Voiding is creating the attempt's
   decision as ``void``. Once void, that attempt's own create fails and it gives up
   (:class:`~hoodie.errors.LostRace`); nothing it holds back can make it complete.
 - A void that finds a ``complete`` decision instead has lost: the attempt decided first, so the instant is
-  completed from its decision (:func:`publish`, by whoever finds it: a roll forward) and nothing is rolled
-  back. Publishing is idempotent: the same name with the same bytes, whoever writes it, however late, so a
-  stale attempt's held PUT and the roll forward's leave one completed file.
+  completed from its decision by whoever finds it (:func:`roll_forward`: the metadata table's deltacommit,
+  rebuilt from the decided commit's write stats, unless it is completed already, then the completed file),
+  and nothing is rolled back. Publishing is idempotent: the same name with the same bytes, whoever writes
+  it, however late, so a stale attempt's held PUT and the roll forward's leave one completed file; and the
+  decider's own metadata-table write never replaces a completed deltacommit (the roll forward's).
 
 A completer deletes its own decision once its completed file is on the timeline (the timeline then says it
 all; a late voider re-reads the timeline after voiding and finds the instant completed). Void decisions are
@@ -32,12 +36,17 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from hoodie.config import TableConfig
 from hoodie.errors import CommitConflict, FileAlreadyExists, LostRace, StorageError
+from hoodie.lock import LockProvider, held
+from hoodie.metadata.updates import update_for_rewrite, update_for_write
+from hoodie.metadata.writer import MetadataUpdate, open_metadata_table, write_metadata_update
 from hoodie.storage import Storage
+from hoodie.timeline.metadata import decode_commit_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +54,31 @@ logger = logging.getLogger(__name__)
 DECISIONS_FOLDER = ".hoodie/.aux/hoodied/decisions"
 
 Verdict = Literal["complete", "void"]
+
+#: The metadata-table updates a decided commit makes, by name (a roll forward rebuilds them from the commit's
+#: write stats): a compaction's new base files, a clustering's (records move: the record index follows), a
+#: log compaction's new log files.
+MetadataStep = Literal["", "rewrite", "rewrite_moving_records", "log_files"]
+
+
+def metadata_update_of(
+    storage: Storage, step: MetadataStep, instant_time: str, content: bytes, action: str
+) -> Callable[[TableConfig], MetadataUpdate] | None:
+    """The metadata-table update ``step`` names for the commit whose completed file holds ``content`` (None
+    for none)."""
+    if not step:
+        return None
+
+    def build(config: TableConfig) -> MetadataUpdate:
+        metadata = decode_commit_metadata(content, table_version=config.table_version, action=action)
+        stats = [stat for group in metadata.partition_to_write_stats.values() for stat in group]
+        if step == "log_files":
+            return update_for_write(storage, config, instant_time, stats, index_log_records=False)
+        return update_for_rewrite(
+            storage, config, instant_time, stats, record_index=step == "rewrite_moving_records"
+        )
+
+    return build
 
 
 def decision_path(instant_time: str, attempt: int) -> str:
@@ -64,6 +98,8 @@ class Decision:
     by: int | None = None
     completed_file: str = ""
     content: bytes = b""
+    action: str = ""
+    metadata_step: MetadataStep = ""
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -74,6 +110,8 @@ class Decision:
                 "by": self.by,
                 "completed_file": self.completed_file,
                 "content": base64.b64encode(self.content).decode("ascii"),
+                "action": self.action,
+                "metadata_step": self.metadata_step,
             },
             separators=(",", ":"),
         ).encode("utf-8")
@@ -88,6 +126,9 @@ class Decision:
             if verdict not in ("complete", "void"):
                 raise ValueError(f"verdict {verdict!r}")
             by = value.get("by")
+            step = value.get("metadata_step", "")
+            if step not in ("", "rewrite", "rewrite_moving_records", "log_files"):
+                raise ValueError(f"metadata step {step!r}")
             return cls(
                 str(value["instant"]),
                 int(value["attempt"]),
@@ -95,6 +136,8 @@ class Decision:
                 None if by is None else int(by),
                 str(value.get("completed_file", "")),
                 base64.b64decode(value.get("content", ""), validate=True),
+                str(value.get("action", "")),
+                step,
             )
         except (ValueError, KeyError, TypeError) as e:
             raise CommitConflict(f"the completion decision {where} is unreadable ({e}): left as it is") from e
@@ -133,12 +176,20 @@ def _create(storage: Storage, decision: Decision) -> Decision:
 
 
 def decide_complete(
-    storage: Storage, instant_time: str, attempt: int, completed_file: str, content: bytes
-) -> None:
-    """Decide that ``attempt`` completes the instant with the timeline file ``completed_file`` holding
-    ``content`` (write the file after this returns). :class:`LostRace` when the attempt was voided: another
+    storage: Storage,
+    instant_time: str,
+    attempt: int,
+    completed_file: str,
+    content: bytes,
+    *,
+    action: str = "",
+    metadata_step: MetadataStep = "",
+) -> Decision:
+    """Decide that ``attempt`` completes the instant (its completed ``action``) with the timeline file
+    ``completed_file`` holding ``content``, the metadata table getting ``metadata_step`` (write both after
+    this returns; returns the decision, to publish). :class:`LostRace` when the attempt was voided: another
     run took the instant over, and this attempt must not complete it."""
-    ours = Decision(instant_time, attempt, "complete", None, completed_file, content)
+    ours = Decision(instant_time, attempt, "complete", None, completed_file, content, action, metadata_step)
     standing = _create(storage, ours)
     if standing.verdict == "void":
         raise LostRace(
@@ -151,24 +202,18 @@ def decide_complete(
             f"attempt {attempt} already decided to complete {instant_time} as {standing.completed_file}, "
             f"not as {completed_file}"
         )
-
-
-def check_not_voided(storage: Storage, instant_time: str, attempt: int) -> None:
-    """:class:`LostRace` when ``attempt`` was voided: a read, not a fence (only :func:`decide_complete` is),
-    that keeps a voided attempt from writing anything more, such as the metadata table's deltacommit."""
-    found = read_decision(storage, instant_time, attempt)
-    if found is not None and found.verdict == "void":
-        raise LostRace(f"lost the race: {found.describe()} (it took the instant over)")
+    return standing
 
 
 def void_attempts(
     storage: Storage, instant_time: str, attempts: Iterable[int], by: int | None
 ) -> Decision | None:
-    """Void each of ``attempts`` (never ``by``, the voiding run's own) so none of them can complete the
-    instant any more; return the ``complete`` decision of one that decided first (the instant is then to be
-    completed from it, :func:`publish`, not rolled back), else ``None``."""
+    """Void each of ``attempts`` (``by``: the voiding run's, which may be among them: a run giving up voids
+    itself) so none of them can complete the instant any more; return the ``complete`` decision of one that
+    decided first (the instant is then completed from it, :func:`roll_forward`, not rolled back), else
+    ``None``."""
     decided: Decision | None = None
-    for attempt in sorted(set(attempts) - {by} if by is not None else set(attempts)):
+    for attempt in sorted(set(attempts)):
         standing = _create(storage, Decision(instant_time, attempt, "void", by))
         if standing.verdict == "complete":
             decided = standing
@@ -194,6 +239,24 @@ def publish(storage: Storage, decision: Decision) -> bool:
         ) from None
 
 
+def roll_forward(storage: Storage, lock: LockProvider, decision: Decision) -> bool:
+    """Complete the instant from a ``complete`` ``decision`` another attempt made (module doc), under
+    ``lock``: its metadata-table deltacommit, unless completed already, then its completed file. Returns
+    whether this call published the file."""
+    with held(lock):
+        build = metadata_update_of(
+            storage, decision.metadata_step, decision.instant_time, decision.content, decision.action
+        )
+        if build is not None:
+            config = TableConfig.load(storage)
+            mdt = open_metadata_table(storage, config)
+            if mdt is not None and not mdt.timeline.is_completed(decision.instant_time):
+                write_metadata_update(storage, config, lock, build, service="roll forward")
+        wrote = publish(storage, decision)
+    logger.warning("rolled %s forward on %s", decision.describe(), storage.uri)
+    return wrote
+
+
 def forget_decision(storage: Storage, instant_time: str, attempt: int) -> None:
     """Delete ``attempt``'s ``complete`` decision once its completed file is on the timeline (module doc);
     a store failure leaves it for later (publishing it again changes nothing)."""
@@ -206,11 +269,13 @@ def forget_decision(storage: Storage, instant_time: str, attempt: int) -> None:
 __all__ = [
     "DECISIONS_FOLDER",
     "Decision",
-    "check_not_voided",
+    "MetadataStep",
     "decide_complete",
     "decision_path",
     "forget_decision",
+    "metadata_update_of",
     "publish",
     "read_decision",
+    "roll_forward",
     "void_attempts",
 ]

@@ -56,7 +56,7 @@ from hoodie.timeline.metadata.paths import file_name_in_partition
 from hoodie.timeline.timeline import Timeline
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.attempt import AttemptFence, attempt_of_file
-from hoodie.write.decision import publish, void_attempts
+from hoodie.write.decision import roll_forward, void_attempts
 from hoodie.write.markers import IOType, Markers
 
 logger = logging.getLogger(__name__)
@@ -167,23 +167,28 @@ def pending_rollback_of(
 
 
 def _void_undone_attempts(
-    storage: Storage, instant: Instant, files: Iterable[str], remove: bool, fence: Callable[[], None] | None
+    storage: Storage,
+    lock: LockProvider,
+    instant: Instant,
+    files: Iterable[str],
+    remove: bool,
+    fence: Callable[[], None] | None,
 ) -> Table | None:
     """Void the attempts a rollback of ``instant`` undoes (:mod:`hoodie.write.decision`): those whose
-    ``files`` it deletes and those the rolling-back run took the instant over from, so none of them completes
-    the instant after this. One that decided to complete first wins: its completion is published (rolled
-    forward) and :class:`LostRace` raised, nothing deleted. Otherwise the timeline is read again (an attempt
-    may have completed, and dropped its decision, between the first read and the void) and checked; returns
-    it when it was read."""
+    ``files`` it deletes and those the rolling-back run took the instant over from, so none of them
+    completes the instant after this. One that decided to complete first wins: the instant is completed
+    from its decision (rolled forward) and :class:`LostRace` raised, nothing deleted. Otherwise the timeline
+    is read again (an attempt may have completed, and dropped its decision, between the first read and the
+    void) and checked; returns it when it was read."""
     run = fence if isinstance(fence, AttemptFence) else None
     undone = {a for a in (attempt_of_file(posixpath.basename(p)) for p in files) if a is not None}
     if run is not None:
-        undone = (undone | run.superseded()) - {run.attempt}  # its own attempt is not voided: it gives up
+        undone |= run.superseded()  # a run rolling back its own attempt (giving up) voids it too
     if not undone:
         return None
     decided = void_attempts(storage, instant.time, undone, run.attempt if run is not None else None)
     if decided is not None:
-        wrote = publish(storage, decided)
+        wrote = roll_forward(storage, lock, decided)
         raise LostRace(
             f"lost the race: {decided.describe()} before this run could void it; its completion "
             f"{'was published now' if wrote else 'was already published'}, nothing was rolled back"
@@ -230,7 +235,7 @@ def rollback_unfinished(
         files = sorted(
             {*files_written_by(storage, instant.time, groups), *(p for p in planned if storage.exists(p))}
         )
-        table = _void_undone_attempts(storage, instant, files, remove, fence) or table
+        table = _void_undone_attempts(storage, lock, instant, files, remove, fence) or table
         by_partition: dict[str, list[str]] = {}
         for path in files:
             partition = path.rsplit("/", 1)[0] if "/" in path else ""

@@ -12,7 +12,6 @@ another run of the same instant, whatever the markers (shared by every run of th
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import posixpath
@@ -24,11 +23,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hoodie.config import TableConfig
-from hoodie.errors import CorruptBaseFile, HoodieError, LockLost, LostRace, StorageError
+from hoodie.errors import (
+    CommitConflict,
+    CorruptBaseFile,
+    FileAlreadyExists,
+    HoodieError,
+    LockLost,
+    LostRace,
+    StorageError,
+)
 from hoodie.failpoints import failpoint
 from hoodie.lock import LockProvider, held
 from hoodie.metadata.updates import update_for_rewrite
-from hoodie.metadata.writer import MetadataUpdate, maintain_metadata_table, write_metadata_update
+from hoodie.metadata.writer import (
+    MetadataUpdate,
+    maintain_metadata_table,
+    open_metadata_table,
+    write_metadata_update,
+)
 from hoodie.storage import Storage
 from hoodie.table import META_COLUMNS, Table
 from hoodie.timeline.instant import Instant, State
@@ -36,7 +48,7 @@ from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import CommitMetadata, WriteStat
 from hoodie.timeline.writer import TimelineRecord, TimelineWriter
 from hoodie.write.attempt import AttemptFence, attempt_of_file
-from hoodie.write.decision import check_not_voided, decide_complete, forget_decision
+from hoodie.write.decision import MetadataStep, decide_complete, forget_decision, publish
 from hoodie.write.markers import Markers, unrecorded_files
 
 logger = logging.getLogger(__name__)
@@ -118,6 +130,7 @@ def complete_rewrite(
     conflict: Callable[[Table], _C | None] | None = None,
     time_generator: InstantTimeGenerator | None = None,
     metadata_update: Callable[[TableConfig], MetadataUpdate] | None = None,
+    metadata_step: MetadataStep | None = None,
 ) -> tuple[Instant | None, _C | None, tuple[str, ...]]:
     """Complete a rewriting service's inflight ``instant`` (of the table on ``storage`` with ``config``, as
     the caller prepared it) whose tasks' checked ``stats`` ``metadata`` holds. The table is read once, under
@@ -131,15 +144,18 @@ def complete_rewrite(
        (files added and removed; record-index entries when ``record_index``, as records move between file
        groups; or what ``metadata_update`` builds for the table config of now: a log compaction's new log
        files), then completes the instant with ``content``. When ``fence`` is an
-       :class:`~hoodie.write.attempt.AttemptFence`, the completion is decided first
-       (:mod:`hoodie.write.decision`): an attempt a takeover voided raises :class:`LostRace` there, however
-       late it woke, and the completed file is published from the decision.
+       :class:`~hoodie.write.attempt.AttemptFence`, the completion is decided before either write
+       (:mod:`hoodie.write.decision`; ``metadata_step`` names the metadata update for a roll forward, by
+       default the rewrite's that ``record_index`` says): an attempt a takeover voided raises
+       :class:`LostRace` there, however late it woke, having written nothing anybody reads; a decided one
+       writes the metadata table's deltacommit unless a roll forward did, then publishes its completed
+       file.
     2. After the lock (only when completed): the markers go, and the metadata table is compacted and cleaned
        when due.
 
-    Failpoints ``<service>.before_commit``, ``.during_commit``, ``.after_metadata_commit`` and
-    ``.after_commit`` mark the steps. Returns the completed instant (None on a conflict), the conflict
-    (None when completed) and the stray files deleted.
+    Failpoints ``<service>.before_commit``, ``.during_commit``, ``.decided`` (fenced runs),
+    ``.after_metadata_commit`` and ``.after_commit`` mark the steps. Returns the completed instant (None on
+    a conflict), the conflict (None when completed) and the stray files deleted.
     """
     T = instant.time
     markers = Markers(storage, T)
@@ -165,25 +181,26 @@ def complete_rewrite(
         found = conflict(current) if conflict is not None else None
         if found is None:
             failpoint(f"{service}.during_commit")
-            if run is not None:
-                # A takeover voids this attempt before it rolls anything back (the metadata table included):
-                # seen here, nothing more is written (the decision below is what fences the completion).
-                check_not_voided(storage, T, run.attempt)
-            write_metadata_update(
-                storage,
-                current.config,
-                lock,
-                metadata_update
-                or (lambda cfg: update_for_rewrite(storage, cfg, T, stats, record_index=record_index)),
-                service=service,
-                time_generator=time_generator,
+            build = metadata_update or (
+                lambda cfg: update_for_rewrite(storage, cfg, T, stats, record_index=record_index)
             )
-            failpoint(f"{service}.after_metadata_commit")
-            completion.done = writer.complete(
-                instant,
-                content,
-                decide=None if run is None else functools.partial(decide_complete, storage, T, run.attempt),
-            )
+            if run is None:
+                write_metadata_update(
+                    storage, current.config, lock, build, service=service, time_generator=time_generator
+                )
+                failpoint(f"{service}.after_metadata_commit")
+                completion.done = writer.complete(instant, content)
+            else:
+                completed, path, data = writer.completion_of(instant, content)
+                step = metadata_step or ("rewrite_moving_records" if record_index else "rewrite")
+                decision = decide_complete(
+                    storage, T, run.attempt, path, data, action=completed.action, metadata_step=step
+                )
+                failpoint(f"{service}.decided")
+                _write_decided_metadata(storage, current.config, lock, build, service, time_generator, T)
+                failpoint(f"{service}.after_metadata_commit")
+                publish(storage, decision)
+                completion.done = completed
     done = completion.done
     if done is None:
         return None, found, strays
@@ -196,6 +213,40 @@ def complete_rewrite(
         left_for_later(done, "deleting its markers", e)
     maintain_metadata_table(storage, lock, time_generator=time_generator)
     return done, None, strays
+
+
+def _write_decided_metadata(
+    storage: Storage,
+    config: TableConfig,
+    lock: LockProvider,
+    build: Callable[[TableConfig], MetadataUpdate],
+    service: str,
+    time_generator: InstantTimeGenerator | None,
+    instant_time: str,
+) -> None:
+    """The metadata-table deltacommit of a decided completion, unless a roll forward of the decision wrote it
+    while this attempt was held up (its completed deltacommit is never replaced)."""
+    try:
+        write_metadata_update(
+            storage,
+            config,
+            lock,
+            build,
+            service=service,
+            time_generator=time_generator,
+            replace_completed=False,
+        )
+    except (CommitConflict, FileAlreadyExists) as e:
+        mdt = open_metadata_table(storage, TableConfig.load(storage))
+        if mdt is None or not mdt.timeline.is_completed(instant_time):
+            raise
+        logger.warning(
+            "%s %s: the metadata table's deltacommit was written by a roll forward of this attempt's "
+            "decision meanwhile (%s)",
+            service,
+            instant_time,
+            e,
+        )
 
 
 @dataclass

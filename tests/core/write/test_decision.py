@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.service import COMPACTION
+from hoodie.compaction.strategy import CompactionConfig, Strategy
 from hoodie.errors import CommitConflict, LostRace
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
@@ -30,6 +33,7 @@ from hoodie.write.decision import (
 from hoodied.errors import ForeignInstant
 from hoodied.jobs import JobRun, run_service_job
 from support.daemon_tables import mor_table
+from support.metadata_checks import check_metadata_table
 from support.service_checks import judge, read_all
 from support.stall import stalling_storage
 
@@ -38,12 +42,10 @@ SETTINGS = {"hoodie.client.heartbeat.interval_in_ms": "1000", "hoodie.client.hea
 LOCK_EXPIRY = 3.0
 
 
-def _completed_files(root: Path, instant: str) -> list[str]:
+def _completed_files(root: Path, instant: str, suffix: str = ".commit") -> list[str]:
     timeline = root / ".hoodie" / "timeline"
     folder = timeline if timeline.is_dir() else root / ".hoodie"
-    return sorted(
-        p.name for p in folder.iterdir() if p.name.startswith(instant) and p.name.endswith(".commit")
-    )
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(instant) and p.name.endswith(suffix))
 
 
 def _run(storage: Storage, instant: str, replica: str) -> JobRun:
@@ -66,6 +68,56 @@ def _take_over(root: Path, instant: str) -> JobRun | BaseException:
             return e
 
 
+TRIGGERS = {
+    "completed-file": r"/{T}(_\d+)?\.commit$",
+    "metadata-table": r"metadata/\.hoodie/(timeline/)?{T}\.deltacommit\.requested$",
+    "decision": r"decisions/{T}/\d+\.json$",
+}
+
+
+def _stalled_then_taken_over(root: Path, T: str, stall_at: str) -> None:
+    """The first executor of compaction ``T`` stalls at ``stall_at`` (:data:`TRIGGERS`); a second takes over;
+    then the first wakes. Judged: one completed file of ``T`` (in the metadata table too), every file it
+    names there, hudi-rs's rows unchanged, and who won (see the tests)."""
+    before = read_all(root, [])
+    trigger = TRIGGERS[stall_at].replace("{T}", T)
+    stalled, backend = stalling_storage(str(root), trigger)
+    first: dict[str, Any] = {}
+
+    def run_first() -> None:
+        try:
+            first["run"] = _run(stalled, T, "a")
+        except BaseException as e:  # what the woken run ends with is the test's to judge
+            first["run"] = e
+
+    thread = threading.Thread(target=run_first, name="stalled-executor", daemon=True)
+    thread.start()
+    assert backend.stalled(120), f"the first run never reached {trigger}: {first}"
+    second = _take_over(root, T)
+    backend.release()
+    thread.join(120)
+    assert not thread.is_alive(), "the woken run did not finish"
+    if stall_at != "decision":
+        assert isinstance(second, LostRace), second
+        assert "decided to complete" in str(second), second
+        assert isinstance(first["run"], JobRun), first["run"]
+    else:
+        assert isinstance(second, JobRun), second
+        assert isinstance(first["run"], LostRace), first["run"]
+        assert "voided" in str(first["run"]), first["run"]
+    assert len(_completed_files(root, T)) == 1, _completed_files(root, T)
+    table = Table.open(str(root))
+    named = table.commit_metadata(T).written_file_paths
+    missing = [p for p in named if not (root / p).exists()]
+    assert named
+    assert not missing, f"the completed {T} names files that are gone: {missing}"
+    judge(root, before, "compaction", f"a takeover of a run stalled at its {stall_at}")
+    mdt = root / ".hoodie" / "metadata"
+    if (mdt / ".hoodie").is_dir():
+        assert len(_completed_files(mdt, T, ".deltacommit")) == 1, _completed_files(mdt, T, ".deltacommit")
+        check_metadata_table(root, f"after a takeover of a run stalled at its {stall_at}")
+
+
 @pytest.mark.parametrize("version", [6, 8, 9])
 @pytest.mark.parametrize("stall_at", ["completed-file", "decision"])
 def test_a_stalled_completion_and_a_takeover_complete_the_instant_once(
@@ -79,39 +131,34 @@ def test_a_stalled_completion_and_a_takeover_complete_the_instant_once(
     older naming base files the takeover had deleted.)"""
     t = mor_table(tmp_path / "t", version, seed=61 + version)
     T = next(i.time for i in t.pending if i.action == "compaction")
-    before = read_all(t.root, [])
-    trigger = rf"/{T}(_\d+)?\.commit$" if stall_at == "completed-file" else rf"decisions/{T}/\d+\.json$"
-    stalled, backend = stalling_storage(str(t.root), trigger)
-    first: dict[str, Any] = {}
+    _stalled_then_taken_over(t.root, T, stall_at)
 
-    def run_first() -> None:
-        try:
-            first["run"] = _run(stalled, T, "a")
-        except BaseException as e:  # what the woken run ends with is the test's to judge
-            first["run"] = e
 
-    thread = threading.Thread(target=run_first, name="stalled-executor", daemon=True)
-    thread.start()
-    assert backend.stalled(120), f"the first run never reached {trigger}: {first}"
-    second = _take_over(t.root, T)
-    backend.release()
-    thread.join(120)
-    assert not thread.is_alive(), "the woken run did not finish"
-    if stall_at == "completed-file":
-        assert isinstance(second, LostRace), second
-        assert "decided to complete" in str(second), second
-        assert isinstance(first["run"], JobRun), first["run"]
-    else:
-        assert isinstance(second, JobRun), second
-        assert isinstance(first["run"], LostRace), first["run"]
-        assert "voided" in str(first["run"]), first["run"]
-    assert len(_completed_files(t.root, T)) == 1, _completed_files(t.root, T)
-    table = Table.open(str(t.root))
-    named = table.commit_metadata(T).written_file_paths
-    missing = [p for p in named if not (t.root / p).exists()]
-    assert named
-    assert not missing, f"the completed {T} names files that are gone: {missing}"
-    judge(t.root, before, "compaction", f"a takeover of a run stalled at its {stall_at}")
+@pytest.mark.fixtures
+@pytest.mark.parametrize(
+    "table_id",
+    [
+        "apache-hudi/hudi-v6-table-mor:hudi-v6-table-mor",
+        "apache-hudi/hudi_multi_pt_v8_mor:hudi_multi_pt_v8_mor",
+    ],
+)
+@pytest.mark.parametrize("stall_at", ["metadata-table", "decision"])
+def test_a_stalled_completion_keeps_the_metadata_table_whole(
+    fixture_root: Callable[[str], Path], table_copy: Callable[[Path], Path], table_id: str, stall_at: str
+) -> None:
+    """Hudi's tables with a metadata table. ``metadata-table``: the first run decided, and its first write to
+    the metadata table is held; the roll forward writes the metadata table's deltacommit (rebuilt from the
+    decided write stats) and the completed file; the woken run finds the deltacommit completed, leaves it
+    (it never replaces a completed one) and publishes the same completed file. ``decision``: the takeover
+    rolls the voided attempt back (the metadata table's share included) and completes; the metadata table
+    agrees with the files either way."""
+    root = table_copy(fixture_root(table_id))
+    storage = Storage.for_uri(str(root))
+    scheduled = schedule_compaction(
+        storage, FileSystemLock(storage), config=CompactionConfig(strategy=Strategy.UNBOUNDED)
+    )
+    assert scheduled.instant is not None, scheduled.reason
+    _stalled_then_taken_over(root, scheduled.instant.time, stall_at)
 
 
 def test_a_void_and_a_decision_of_one_attempt_exclude_each_other(tmp_path: Path) -> None:
@@ -120,8 +167,8 @@ def test_a_void_and_a_decision_of_one_attempt_exclude_each_other(tmp_path: Path)
     assert void_attempts(storage, "001", [7], by=8) == read_decision(storage, "001", 7)
     assert publish(storage, Decision("001", 7, "complete", None, ".hoodie/001.commit", b"{}"))
     assert not publish(storage, Decision("001", 7, "complete", None, ".hoodie/001.commit", b"{}"))
-    assert void_attempts(storage, "002", [5, 6], by=6) is None  # its own attempt is not voided
-    assert read_decision(storage, "002", 6) is None
+    assert void_attempts(storage, "002", [5, 6], by=6) is None  # a run giving up voids itself too
+    assert read_decision(storage, "002", 6) == Decision("002", 6, "void", 6)
     with pytest.raises(LostRace, match="voided by attempt 6"):
         decide_complete(storage, "002", 5, ".hoodie/002.commit", b"{}")
     (tmp_path / ".hoodie").mkdir(exist_ok=True)
