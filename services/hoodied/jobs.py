@@ -70,7 +70,7 @@ from hoodied.errors import (
 )
 from hoodied.executor_code import CodeStamp, check_code, code_stamp
 from hoodied.job_sizing import ExecutorShape, JobSize, SizingSettings, memory_warning, size_job
-from hoodied.ownership import NEVER, decide, forget_start, record_start
+from hoodied.ownership import NEVER, decide, forget_start, read_start, record_start
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -236,8 +236,11 @@ def _prepare(
     except LeaseHeld as e:
         raise ForeignInstant(f"{where} is being run elsewhere: {e}") from e
     try:
+        # The start record as of taking the lease: the record is written conditional on it (a run that
+        # paused after this and lost the instant cannot overwrite the next holder's record).
+        seen = read_start(storage, service.name, instant.time)
         fence()  # a run whose claim lapsed while it read must not record itself over the new holder's start
-        record_start(storage, service.name, instant.time, replica, attempt.id)
+        record_start(storage, service.name, instant.time, replica, attempt.id, seen=seen)
         try:
             return service.prepare(storage, lock, instant.time, settings, view, fence=fence), lease, fence
         except Exception as e:

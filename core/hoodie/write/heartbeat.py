@@ -50,6 +50,8 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 
 from hoodie.errors import FileAlreadyExists, HoodieError, LeaseHeld, LeaseLost, VersionConflict
+from hoodie.lease_margin import remaining_ms as lease_remaining_ms
+from hoodie.lease_margin import require_margin
 from hoodie.settings import int_setting
 from hoodie.storage import Storage
 
@@ -312,6 +314,24 @@ class InstantLease:
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
+
+    def remaining_ms(self) -> int:
+        """What is left of the lease by this holder's clock (its last good beat, ``now`` taken before it was
+        sent, plus the expiry), less the clock-skew bound (:mod:`hoodie.lease_margin`); -1 when it is not
+        held or was lost."""
+        with self._mutex:
+            if self._lost is not None or self._holder is None:
+                return -1
+            last = self._last_ok_ms
+        return lease_remaining_ms(last + self.config.expiry_ms, self._now_ms())
+
+    def require_margin(self, deadline_ms: int) -> None:
+        """Refuse (:class:`~hoodie.lease_margin.LeaseMarginTooShort`, a :class:`LeaseLost`) to start a write
+        that may take ``deadline_ms`` when the lease may end first
+        (:func:`hoodie.lease_margin.require_margin`)."""
+        require_margin(
+            self.remaining_ms(), deadline_ms, lease=f"the lease of {self.instant_time} on {self.storage.uri}"
+        )
 
     @property
     def superseded(self) -> frozenset[int]:

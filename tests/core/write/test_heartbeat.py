@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from hoodie.errors import LeaseHeld, LeaseLost, VersionConflict
+from hoodie.lease_margin import CLOCK_SKEW_MS, LeaseMarginTooShort
 from hoodie.storage import Storage
 from hoodie.write.heartbeat import (
     HeartbeatConfig,
@@ -211,3 +212,31 @@ def test_a_lease_whose_holder_died_on_this_machine_is_taken_at_once(tmp_path: Pa
     storage.create(heartbeat_path(T), elsewhere.encode(), overwrite=True)
     with pytest.raises(LeaseHeld):
         InstantLease(storage, T, SLOW, replica="r", attempt="2").take()
+
+
+def test_the_lease_says_what_is_left_of_it_and_refuses_a_write_that_may_outlast_it(storage: Storage) -> None:
+    clock = Clock()
+    held = lease(storage, "1", clock).take()
+    left = held.remaining_ms()
+    assert left == SLOW.expiry_ms - CLOCK_SKEW_MS  # a beat just now; another host may see it end 1 s sooner
+    held.require_margin(left - 1)
+    with pytest.raises(LeaseMarginTooShort, match=r"has \d+\.\d s left"):
+        held.require_margin(left)
+    clock.now += 10
+    assert held.remaining_ms() == left - 10_000
+    clock.now += SLOW.expiry_ms / 1000
+    with pytest.raises(LeaseLost):  # a margin too short is a lost lease to the caller
+        held.require_margin(0)
+    held.release()
+    assert held.remaining_ms() == -1
+
+
+def test_a_takeover_records_the_attempts_it_superseded(storage: Storage) -> None:
+    clock = Clock()
+    lease(storage, "11", clock).take()
+    clock.now += SLOW.expiry_ms / 1000 + 1
+    second = lease(storage, "12", clock).take()
+    assert second.superseded == frozenset({11})
+    clock.now += SLOW.expiry_ms / 1000 + 1
+    third = lease(storage, "13", clock).take()
+    assert third.superseded == frozenset({11, 12})  # the whole chain: a takeover voids every one of them
