@@ -212,6 +212,12 @@ def _store_config(kind: str, opts: dict[str, str], parsed: object) -> tuple[dict
             client["allow_http"] = "true"
     elif scheme_opt == "http":
         client["allow_http"] = "true"
+    # A client option the environment sets (AWS_ALLOW_HTTP) is carried over: client options given here
+    # replace the client's whole set, the environment's included.
+    for variable, option in ENVIRONMENT_KEYS.get(kind, {}).items():
+        value = os.environ.get(variable, "").strip()
+        if option in _CLIENT_KEYS and value and option not in client:
+            client[option] = value
     for key, value in opts.items():
         k = key.strip()
         if kind == "s3" and k in _PYARROW_S3:

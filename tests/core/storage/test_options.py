@@ -10,6 +10,7 @@ import pytest
 
 from hoodie.storage import Storage, StorageRef
 from hoodie.storage.options import AZURITE_URL_OPTION, AZURITE_URL_VARIABLE, backend_for, portable_options
+from support.s3_server import S3Server
 
 ENV = {
     "AWS_ACCESS_KEY_ID": "env-key",
@@ -64,3 +65,12 @@ def test_azurites_address_travels_and_is_set_where_the_store_opens(monkeypatch: 
     monkeypatch.delenv(AZURITE_URL_VARIABLE, raising=False)
     backend_for("az://lake/t", carried)
     assert os.environ[AZURITE_URL_VARIABLE] == "http://127.0.0.1:23456"
+
+
+def test_a_client_option_given_keeps_the_environments_allow_http(s3_server: S3Server) -> None:
+    """Client options replace the HTTP client's whole set, so ``timeout`` alone used to drop the
+    environment's ``AWS_ALLOW_HTTP``, and every request to an http endpoint (MinIO, moto) was refused."""
+    assert os.environ.get("AWS_ALLOW_HTTP") == "true"
+    storage = Storage.for_uri(f"{s3_server.bucket('options')}/t", {"timeout": "5s"})
+    storage.create("a.txt", b"over http")
+    assert storage.read("a.txt") == b"over http"
