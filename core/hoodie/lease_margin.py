@@ -165,7 +165,8 @@ def leases_of(settings: Mapping[str, str]) -> list[Lease]:
 def check_store_fits_lease(uri: str, options: Mapping[str, str], settings: Mapping[str, str]) -> StoreFit:
     """Rule 1 of the module doc for a table at ``uri`` with storage ``options`` and ``hoodie.*``
     ``settings``: the options to open its storage with (``retry_timeout`` clamped so that one request fits in
-    every lease's guaranteed part, skew included), with a warning per clamp; :class:`LeaseMarginConfigError`
+    every lease's guaranteed part, skew included), with a warning per clamp of a value the options set (the
+    default is fitted silently); :class:`LeaseMarginConfigError`
     when one attempt's ``timeout`` cannot fit by itself, or a lease guarantees no time at all. Other stores
     (local disk, HDFS) have no request deadline of their own: their options come back unchanged."""
     if not is_object_store(uri):
@@ -194,6 +195,8 @@ def check_store_fits_lease(uri: str, options: Mapping[str, str], settings: Mappi
             )
         was = out.get(RETRY_TIMEOUT)
         out[RETRY_TIMEOUT] = f"{int(clamped * 1000)}ms"
+        if was is None:  # the default budget is fitted to the lease as a matter of course: nothing to warn of
+            continue
         warnings.append(
             f"{RETRY_TIMEOUT} lowered from {was or 'its default'} to {out[RETRY_TIMEOUT]} (with {TIMEOUT}="
             f"{timeout:g} s a request could take {deadline / 1000:g} s with its retries, more "

@@ -48,8 +48,11 @@ def test_a_retry_budget_longer_than_the_lease_is_clamped_with_a_warning() -> Non
     assert fit.options == {"region": "x", "retry_timeout": "29000ms"}
     assert RetryPolicy.from_options({"retry_timeout": fit.options["retry_timeout"]}).retry_timeout == 29.0
     assert request_deadline_ms(fit.options) + CLOCK_SKEW_MS <= 60_000
-    (warning,) = fit.warnings
-    assert "retry_timeout lowered from its default to 29000ms" in warning
+    assert fit.warnings == ()  # the default budget is fitted silently
+    mine = check_store_fits_lease("s3://bucket/table", {"retry_timeout": "5m"}, {})
+    assert mine.options == {"retry_timeout": "29000ms"}
+    (warning,) = mine.warnings
+    assert "retry_timeout lowered from 5m to 29000ms" in warning
     assert "hoodie.client.heartbeat.interval_in_ms x hoodie.client.heartbeat.tolerable.misses" in warning
 
 

@@ -384,9 +384,12 @@ def test_a_store_request_that_can_outlast_the_instant_lease_is_clamped_or_refuse
     s3, local = config.tables
     assert s3.settings.storage_options == {"retry_timeout": "29000ms"}
     assert local.settings.storage_options == {}
+    assert config.warnings == ()  # the default budget is fitted silently
+    mine = DaemonConfig.parse("tables: [{path: 's3://lake/t', storage_options: {retry_timeout: 5m}}]")
+    assert mine.tables[0].settings.storage_options == {"retry_timeout": "29000ms"}
     assert any(
-        w.startswith("tables[0].storage_options: retry_timeout lowered from its default to 29000ms")
-        for w in config.warnings
+        w.startswith("tables[0].storage_options: retry_timeout lowered from 5m to 29000ms")
+        for w in mine.warnings
     )
     fits = DaemonConfig.parse("tables: [{path: 's3://lake/t', storage_options: {retry_timeout: 10s}}]")
     assert fits.tables[0].settings.storage_options == {"retry_timeout": "10s"}

@@ -34,6 +34,14 @@ HEARTBEAT = {
     "hoodie.client.heartbeat.interval_in_ms": "1000",
     "hoodie.client.heartbeat.tolerable.misses": "2",
 }
+#: On an object store a lease must outlast one store request (hoodie.lease_margin: the daemon refuses a
+#: request timeout its lease cannot hold): 4 s beats, expired after 12 s, and 3 s requests (7 s guaranteed,
+#: so 4 s of retries).
+OBJECT_STORE_HEARTBEAT = {
+    "hoodie.client.heartbeat.interval_in_ms": "4000",
+    "hoodie.client.heartbeat.tolerable.misses": "3",
+}
+OBJECT_STORE_OPTIONS = {"timeout": "3s"}
 
 
 @dataclass
@@ -142,6 +150,9 @@ class Cluster:
         """Write replica ``name``'s configuration file; returns its path."""
         config = self.tmp / f"{name}.yaml"
         tables = "\n".join(f"  - {t}" for t in self.tables)
+        on_store = any("://" in t and not t.startswith("file:") for t in self.tables)
+        heartbeat = OBJECT_STORE_HEARTBEAT if on_store else HEARTBEAT
+        options = OBJECT_STORE_OPTIONS if on_store else {}
         config.write_text(
             textwrap.dedent(
                 f"""\
@@ -160,7 +171,9 @@ class Cluster:
                 metrics: {{host: 127.0.0.1, port: {port}}}
                 logging: {{format: json}}
                 jobs: {{takeover_grace: {TAKEOVER_GRACE}s, shutdown_grace: 60s, backoff: 1s, max_attempts: 3}}
-                defaults: {{hoodie: {{{", ".join(f'"{k}": "{v}"' for k, v in HEARTBEAT.items())}}}}}
+                defaults:
+                  hoodie: {{{", ".join(f'"{k}": "{v}"' for k, v in heartbeat.items())}}}
+                  storage_options: {{{", ".join(f'"{k}": "{v}"' for k, v in options.items())}}}
                 """
             )
             + (extra.rstrip() + "\n" if extra else "")

@@ -154,9 +154,22 @@ def newer_requested(table: Table, plan: PlanGroups) -> list[Overlap]:
 
 
 def _overlap(table: Table, plan: PlanGroups, other: Instant) -> Overlap | None:
+    """The overlap of ``plan`` with ``other``'s plan. A rival plan that cannot be read is passed over, with
+    a warning: no run of it can start (each fails on the same plan and reports it on that instant), so it
+    writes nothing, and one damaged plan must not stop every other plan of the table."""
     if table.timeline.requested_action(other.time) not in PLAN_SERVICES:
         return None  # a write, a clean, ...: read no file
-    rival = plan_groups(table, other.time)
+    try:
+        rival = plan_groups(table, other.time)
+    except CorruptTimelineFile as e:
+        logger.warning(
+            "%s: the plan of %s is unreadable, so %s is not checked against it: %s",
+            table.storage.uri,
+            other,
+            plan.instant,
+            e,
+        )
+        return None
     if rival is None:
         return None
     shared = plan.groups & rival.groups
