@@ -355,7 +355,7 @@ def _run_pending(
     from hoodie.table import Table
     from hoodie.write.markers import sweep_completed
     from hoodied.claims import LocalClaim
-    from hoodied.errors import ForeignInstant
+    from hoodied.errors import ClaimHeld, ForeignInstant
     from hoodied.jobs import run_service_job
     from hoodied.ownership import NEVER
     from hoodied.spark import SparkConfig, spark_session
@@ -369,7 +369,13 @@ def _run_pending(
             print(f"no pending {name} on {args.path}")
             return 0
         instant = pending[0].time
-    with LocalClaim(storage, name, instant) as claim:
+    claim = LocalClaim(storage, name, instant)
+    try:
+        claim.acquire()
+    except ClaimHeld as e:  # another command on this machine runs it: as with a live lease, exit 3
+        print(f"{name} {instant} is being run by another command on this machine: {e}")
+        return 3
+    try:
         spark = spark_session(SparkConfig(master=args.spark_master, conf=spark_conf)) if use_spark else None
         while True:
             try:
@@ -402,6 +408,8 @@ def _run_pending(
             except CommitConflict as e:
                 print(f"{name} {instant} aborted: {e}")
                 return 3
+    finally:
+        claim.release()
     print(
         f"completed {name} {instant}: {run.done.summary}, in {run.seconds:.1f} s ({run.tasks} task(s) "
         + ("on Spark)" if run.on_executors else "in this process)")

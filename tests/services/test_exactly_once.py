@@ -27,6 +27,7 @@ from hoodie.compaction.service import COMPACTION
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.write.heartbeat import read_lease
+from hoodied.claims import LocalClaim
 from hoodied.cli import main
 from hoodied.errors import ForeignInstant
 from hoodied.jobs import run_service_job
@@ -214,3 +215,20 @@ def test_a_paused_run_taken_over_wakes_fenced_and_deletes_nothing_of_the_winner(
     assert len(completed_files(t.root, T)) == 1
     assert_written_files_exist(t.root, T)
     judge(t.root, before, "compaction", "a paused run woken after a takeover")
+
+
+def test_a_one_off_beside_another_one_off_exits_3_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two one-off commands on one machine meet at the local claim: the second exits 3 (as beside a live
+    lease), not 2 (an error), and touches nothing."""
+    t = mor_table(tmp_path / "t", 8, seed=47)
+    T = t.pending[1].time
+    storage = Storage.for_uri(str(t.root))
+    with LocalClaim(storage, "compaction", T):  # the first command, still running
+        command = ["compact", str(t.root), "--mode", "execute", "--instant", T, *CONF]
+        assert main(command) == 3
+    out = capsys.readouterr().out
+    assert f"compaction {T} is being run by another command on this machine" in out, out
+    assert f"pid {os.getpid()}" in out or f":{os.getpid()}" in out, out
+    assert Table.open(str(t.root)).timeline.get(T).state.name == "REQUESTED"
