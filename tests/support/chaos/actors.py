@@ -133,7 +133,7 @@ class OneOff:
         if self.code == 0:
             return "completed" if _ONEOFF_COMPLETED.search(self.output) else "nothing"
         if self.code == 3:
-            live = ("being run elsewhere", "heartbeat is fresh")
+            live = ("being run elsewhere", "heartbeat is fresh", "being run by another command")
             return "refused_live" if any(w in self.output for w in live) else "refused"
         return "failed"
 
