@@ -245,10 +245,7 @@ class TableConfig:
         """
         recover_properties(storage)
         try:
-            if storage.compare_and_set:
-                current, version = storage.read_versioned(PROPERTIES_FILE)
-            else:
-                current, version = storage.read(PROPERTIES_FILE), None
+            current, version = storage.read_for_update(PROPERTIES_FILE)
         except FileNotFoundError:
             raise TableNotFound(f"no Hudi table at {storage.uri}: {PROPERTIES_FILE} is missing") from None
         if self.based_on is not None and parse_properties(current.decode("utf-8", "replace")) != dict(
@@ -485,10 +482,7 @@ def recover_properties(storage: Storage) -> None:
     version: str | None = None
     missing = False
     try:
-        if storage.compare_and_set:
-            raw, version = storage.read_versioned(PROPERTIES_FILE)
-        else:
-            raw = storage.read(PROPERTIES_FILE)
+        raw, version = storage.read_for_update(PROPERTIES_FILE)
         TableConfig.from_text(raw.decode("utf-8"))
         main_ok = True
     except FileNotFoundError:

@@ -89,10 +89,8 @@ class LocalClaim:
         """The claim file's holder and the version it was read at ("" where the store has no
         compare-and-set), or None when there is none."""
         try:
-            if self._storage.compare_and_set:
-                data, version = self._storage.read_versioned(self._path)
-            else:
-                data, version = self._storage.read(self._path), ""
+            data, found = self._storage.read_for_update(self._path)
+            version = found or ""
         except Exception:
             return None
         try:

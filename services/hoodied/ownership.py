@@ -83,10 +83,8 @@ def read_start(storage: Storage, service: str, instant_time: str) -> SeenStart:
     and lease), for :func:`record_start`."""
     path = _record_path(service, instant_time)
     try:
-        if storage.compare_and_set:
-            data, version = storage.read_versioned(path)
-        else:
-            data, version = storage.read(path), ""
+        data, found = storage.read_for_update(path)
+        version = found or ""
     except FileNotFoundError:
         return SeenStart(None, None)
     try:

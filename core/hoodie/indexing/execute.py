@@ -679,10 +679,7 @@ def _drop_index_definitions(storage: Storage, config: TableConfig, partitions: S
     if not path:
         return
     try:
-        if storage.compare_and_set:
-            raw, version = storage.read_versioned(path)
-        else:
-            raw, version = storage.read(path), None
+        raw, version = storage.read_for_update(path)
     except FileNotFoundError:
         return
     defs = json.loads(raw)

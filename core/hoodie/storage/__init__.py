@@ -151,6 +151,14 @@ class Storage:
         """The whole content of a file; raises :class:`FileNotFoundError` when it is absent."""
         return self._backend.get(self._key(path))
 
+    def read_for_update(self, path: str) -> tuple[bytes, str | None]:
+        """The content of a file about to be replaced, and the version to replace it at
+        (:meth:`replace_if_version`); the version is ``None`` where the store has no compare-and-set (the
+        caller then writes under the table lock alone). :class:`FileNotFoundError` when it is absent."""
+        if self.compare_and_set:
+            return self.read_versioned(path)
+        return self.read(path), None
+
     def read_versioned(self, path: str) -> tuple[bytes, str]:
         """The content of an object and its version (an ETag; locally inode, time and size), for
         :meth:`replace_if_version`."""

@@ -270,7 +270,8 @@ def read_lease(storage: Storage, instant_time: str) -> LeaseState:
     """The instant's heartbeat, holder and version from one read (a Hudi writer's empty file: its time)."""
     path = heartbeat_path(instant_time)
     try:
-        data, version = storage.read_versioned(path) if storage.compare_and_set else (storage.read(path), "")
+        data, found = storage.read_for_update(path)
+        version = found or ""
     except FileNotFoundError:
         return LeaseState(None, 0, None)
     holder = LeaseHolder.parse(data)
