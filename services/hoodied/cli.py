@@ -277,14 +277,19 @@ def _parse_conf(pairs: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
 def _open_for_service(
     args: argparse.Namespace, hoodie_conf: dict[str, str], command: str
 ) -> tuple[Storage, LockProvider]:
-    """The table's storage (``--storage-option``s and the store's environment variables) and the lock its
-    writers use (:func:`hoodied.locks.one_off_lock`); deletes the metadata table first when the settings
-    disable it (as Hudi's writers do)."""
+    """The table's storage (``--storage-option``s and the store's environment variables, the retry budget
+    fitted to the table's leases as the daemon's configuration does: :mod:`hoodie.lease_margin`) and the
+    lock its writers use (:func:`hoodied.locks.one_off_lock`); deletes the metadata table first when the
+    settings disable it (as Hudi's writers do)."""
+    from hoodie.lease_margin import check_store_fits_lease
     from hoodie.metadata_table import METADATA_ENABLE, delete_metadata_table
     from hoodie.storage import Storage
     from hoodied.locks import one_off_lock
 
-    storage = Storage.for_uri(args.path, _storage_options(args))
+    fit = check_store_fits_lease(args.path, _storage_options(args), hoodie_conf)
+    for warning in fit.warnings:
+        print(f"hoodied: warning: --storage-option: {warning}", file=sys.stderr)
+    storage = Storage.for_uri(args.path, fit.options)
     lock = one_off_lock(storage, hoodie_conf, args.cleanup)
     if hoodie_conf.get(METADATA_ENABLE, "").strip().lower() == "false" and delete_metadata_table(
         storage, lock

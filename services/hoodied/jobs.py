@@ -52,6 +52,7 @@ from pyspark import TaskContext
 from pyspark.resource import ResourceProfile, ResourceProfileBuilder, TaskResourceRequests
 
 from hoodie.errors import CommitConflict, HoodieError, LeaseHeld, LeaseLost, LostRace
+from hoodie.lease_margin import check_store_fits_lease, is_object_store, request_deadline_ms
 from hoodie.lock import LockProvider
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -222,10 +223,13 @@ def _prepare(
         storage, instant.time, HeartbeatConfig.from_config(settings), replica=replica, attempt=attempt.id
     )
 
+    deadline_ms = _request_deadline_ms(storage, settings)
+
     def check() -> None:
         if claim_fence is not None:
             claim_fence()
         lease.check(reread=True)
+        lease.ensure_margin(deadline_ms)
 
     # The attempt's number decides its completion, and the attempts the lease was taken over from are voided
     # before any rollback of theirs (hoodie.write.decision).
@@ -251,6 +255,16 @@ def _prepare(
     except BaseException:
         lease.release()
         raise
+
+
+def _request_deadline_ms(storage: Storage, settings: Mapping[str, str]) -> int:
+    """How long one request to the table's store may take (:mod:`hoodie.lease_margin`): every fenced write
+    must fit in what is left of the instant lease. The bound is that of the options fitted to the table's
+    leases (the daemon's configuration and the one-off commands open the store with those; a library caller
+    that opens it otherwise is held to the same bound). 0 on local disk: no request deadline of its own."""
+    if not is_object_store(storage.uri):
+        return 0
+    return request_deadline_ms(check_store_fits_lease(storage.uri, storage.options, settings).options)
 
 
 def _no_fence() -> None:

@@ -174,6 +174,32 @@ def test_storage_options_instead_of_the_environment(
     assert Storage.for_uri(uri, dict(o.split("=", 1) for o in options)).exists(LOCK_FILE)
 
 
+def test_a_one_off_fits_its_store_requests_inside_the_instant_lease(
+    s3_server: S3Server, tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A one-off opens the store as the daemon does (issue 33: no write may outlast the lease): a request
+    ``timeout`` longer than the instant lease guarantees is refused before anything is written, naming the
+    keys on both sides; a ``retry_timeout`` too long for it is lowered with a warning, and the run
+    completes."""
+    uri = _on_s3(s3_server, tmp_path, GenerateSpec(table_version=8, rows=100, commits=2, partitions=1))
+    before = sorted(i.file_name for i in Table.open(uri).timeline.instants)
+    short_lease = ["--conf", "hoodie.client.heartbeat.interval_in_ms=5000"]  # 10 s expiry, 4 s guaranteed
+    code = main(
+        ["compact", uri, "--mode", "schedule-and-execute", *short_lease, "--storage-option", "timeout=30s"]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "LeaseMarginConfigError" in err
+    assert "timeout=30 s" in err
+    assert "hoodie.client.heartbeat.interval_in_ms" in err
+    assert sorted(i.file_name for i in Table.open(uri).timeline.instants) == before
+    options = ["--storage-option", "timeout=2s", "--storage-option", "retry_timeout=60s"]
+    _cli("compact", uri, "--mode", "schedule-and-execute", *short_lease, *options)
+    assert "retry_timeout lowered from 60s to 2000ms" in capsys.readouterr().err
+    table = Table.open(uri)
+    assert any(table.timeline.was_compaction(i.time) for i in table.timeline.completed())
+
+
 # -- three replicas with ZooKeeper, tables on S3 -----------------------------------------------------------
 
 

@@ -334,6 +334,16 @@ class InstantLease:
             self.remaining_ms(), deadline_ms, lease=f"the lease of {self.instant_time} on {self.storage.uri}"
         )
 
+    def ensure_margin(self, deadline_ms: int) -> None:
+        """:meth:`require_margin`, after one beat when the margin is short: a healthy holder right before a
+        beat has less left than right after it, and a run must not give up a job for that. The beat is a
+        compare-and-set like every other (a lease passed on is lost, not renewed); a store error in it is
+        raised as it is (nothing was written)."""
+        if deadline_ms <= 0 or self.remaining_ms() > deadline_ms:
+            return
+        self.beat()
+        self.require_margin(deadline_ms)
+
     @property
     def superseded(self) -> frozenset[int]:
         """The attempts (numbers) this lease was taken over from, directly or down their chain (empty before

@@ -240,3 +240,45 @@ def test_a_takeover_records_the_attempts_it_superseded(storage: Storage) -> None
     clock.now += SLOW.expiry_ms / 1000 + 1
     third = lease(storage, "13", clock).take()
     assert third.superseded == frozenset({11, 12})  # the whole chain: a takeover voids every one of them
+
+
+def test_a_short_margin_is_renewed_by_a_beat_before_a_write_is_refused(storage: Storage) -> None:
+    """Right before a beat a healthy holder has less left than right after it: ``ensure_margin`` beats once
+    (a compare-and-set) rather than give up the run, and refuses when the lease has passed on."""
+    clock = Clock()
+    held = lease(storage, "1", clock).take()
+    full = held.remaining_ms()
+    clock.now += 10
+    before = read_lease(storage, T).holder
+    held.ensure_margin(full - 5_000)  # 10 s gone: short by 5 s, so it beats
+    after = read_lease(storage, T).holder
+    assert before is not None
+    assert after is not None
+    assert after.beat_ms == before.beat_ms + 10_000
+    assert held.remaining_ms() == full
+    held.ensure_margin(full - 1)  # enough left: no beat
+    assert read_lease(storage, T).holder == after
+    held.ensure_margin(0)  # nothing to fit (local disk)
+    with pytest.raises(LeaseMarginTooShort):  # no beat can give more than the expiry
+        held.ensure_margin(full)
+    # Another run replaced the file (it took the instant over): the beat's compare-and-set fails.
+    other = dataclasses.replace(after, attempt="2", replica="r-2")
+    storage.create(heartbeat_path(T), other.encode(), overwrite=True)
+    clock.now += 10
+    with pytest.raises(LeaseLost, match="replaced or removed"):
+        held.ensure_margin(full - 5_000)
+    assert read_lease(storage, T).holder == other
+    held.release()
+    assert read_lease(storage, T).holder == other  # not its file to delete
+
+
+def test_a_lease_past_its_expiry_is_not_renewed_for_a_margin(storage: Storage) -> None:
+    clock = Clock()
+    held = lease(storage, "1", clock).take()
+    clock.now += SLOW.expiry_ms / 1000 + 1
+    with pytest.raises(LeaseLost, match="past the expiry"):
+        held.ensure_margin(1)
+    state = read_lease(storage, T).holder
+    assert state is not None
+    assert state.attempt == "1"  # the file stays as it was: the holder did not beat
+    held.release()
