@@ -39,13 +39,14 @@ from functools import partial
 from typing import TypeVar, cast
 
 from hoodie.clean.plan import pending_cleans
+from hoodie.config import TableConfig
 from hoodie.errors import CommitConflict, CorruptTimelineFile, HoodieError, NothingToDo, PathOutsideTable
 from hoodie.failpoints import failpoint
 from hoodie.file_group.base_file import BaseFile
 from hoodie.lock import LockProvider
 from hoodie.log.log_file import LogFile
-from hoodie.metadata.updates import update_for_clean
-from hoodie.metadata.writer import maintain_metadata_table, write_metadata_update
+from hoodie.metadata.updates import update_for_clean_metadata
+from hoodie.metadata.writer import MetadataUpdate, maintain_metadata_table, write_metadata_update
 from hoodie.metadata_table import refuse_metadata_table
 from hoodie.settings import int_setting
 from hoodie.storage import Storage, StorageRef, check_relative
@@ -61,7 +62,9 @@ from hoodie.timeline.metadata import (
     file_name_in_partition,
 )
 from hoodie.timeline.writer import TimelineWriter
-from hoodie.write.service_commit import held_to_complete
+from hoodie.write.attempt import AttemptFence
+from hoodie.write.decision import forget_decision
+from hoodie.write.service_commit import complete_decided, held_to_complete, void_superseded
 
 logger = logging.getLogger(__name__)
 
@@ -433,10 +436,8 @@ def commit_clean(
     failpoint("clean.before_commit")
     table = Table.load(storage)
     content = encode_clean_metadata(metadata, table_version=table.config.table_version)
-    deleted = {p: m.delete_path_patterns for p, m in partitions.items() if m.delete_path_patterns}
-    # As Hudi's: the metadata table drops a partition only where the clean's metadata says it was deleted.
-    gone = tuple(p for p, m in partitions.items() if m.is_partition_deleted)
     writer = TimelineWriter(storage, table.config, lock, time_generator=time_generator)
+    run = fence if isinstance(fence, AttemptFence) else None
     with held_to_complete(lock) as completion:
         if fence is not None:
             fence()
@@ -447,16 +448,26 @@ def commit_clean(
                 f"clean {instant.time} is no longer inflight ({current or 'gone'}); "
                 "another runner completed it"
             )
-        write_metadata_update(
-            storage,
-            latest.config,
-            lock,
-            lambda cfg: update_for_clean(storage, cfg, instant.time, deleted, partitions_deleted=gone),
-            service="clean",
-            time_generator=time_generator,
-        )
-        failpoint("clean.after_metadata_commit")
-        done = completion.done = writer.complete(instant, content)
+
+        def build(cfg: TableConfig) -> MetadataUpdate:
+            # As Hudi's: the metadata table drops a partition only where the clean's metadata says so.
+            return update_for_clean_metadata(storage, cfg, instant.time, metadata)
+
+        if run is None:
+            write_metadata_update(
+                storage, latest.config, lock, build, service="clean", time_generator=time_generator
+            )
+            failpoint("clean.after_metadata_commit")
+            done = completion.done = writer.complete(instant, content)
+        else:
+            # A clean is run again, not rolled back, when taken over: the attempts it superseded are voided
+            # here, before it decides (hoodie.write.decision), so a stale one cannot complete it as well.
+            void_superseded(storage, lock, instant.time, run)
+            done = completion.done = complete_decided(
+                storage, latest.config, lock, writer, instant, content, run, build, "clean", "clean"
+            )
+    if run is not None:
+        forget_decision(storage, instant.time, run.attempt)
     maintain_metadata_table(storage, lock, time_generator=time_generator)
     deleted_bytes = sum(r.size for r in results if r.status == DELETED)
     logger.info(

@@ -50,12 +50,13 @@ from hoodie.metadata.writer import MetadataUpdate, MetadataWriter, metadata_reco
 from hoodie.storage import Storage
 from hoodie.table import RECORD_KEY
 from hoodie.timeline.instant_time import parse_instant_time
-from hoodie.timeline.metadata import WriteStat
+from hoodie.timeline.metadata import CleanMetadata, WriteStat
 
 __all__ = [
     "check_one_location_per_key",
     "indexed_columns",
     "update_for_clean",
+    "update_for_clean_metadata",
     "update_for_rewrite",
     "update_for_write",
 ]
@@ -276,6 +277,17 @@ def update_for_clean(
     return MetadataUpdate(
         instant_time, files_deleted=deleted, records=records, partitions_deleted=tuple(partitions_deleted)
     )
+
+
+def update_for_clean_metadata(
+    storage: Storage, config: TableConfig, instant_time: str, metadata: CleanMetadata
+) -> MetadataUpdate:
+    """:func:`update_for_clean` of a clean whose completed metadata is ``metadata``: the files its partitions
+    list to delete, and (as Hudi's) a partition dropped only where the metadata says it was deleted."""
+    partitions = metadata.partition_metadata
+    deleted = {p: m.delete_path_patterns for p, m in partitions.items() if m.delete_path_patterns}
+    gone = tuple(p for p, m in partitions.items() if m.is_partition_deleted)
+    return update_for_clean(storage, config, instant_time, deleted, partitions_deleted=gone)
 
 
 _NO_STATS = ColumnStats("", pa.null(), None, None, None, 0, 0, 0, 0)

@@ -43,10 +43,10 @@ from typing import Literal
 from hoodie.config import TableConfig
 from hoodie.errors import CommitConflict, FileAlreadyExists, LostRace, StorageError
 from hoodie.lock import LockProvider, held
-from hoodie.metadata.updates import update_for_rewrite, update_for_write
+from hoodie.metadata.updates import update_for_clean_metadata, update_for_rewrite, update_for_write
 from hoodie.metadata.writer import MetadataUpdate, open_metadata_table, write_metadata_update
 from hoodie.storage import Storage
-from hoodie.timeline.metadata import decode_commit_metadata
+from hoodie.timeline.metadata import decode_clean_metadata, decode_commit_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +56,10 @@ DECISIONS_FOLDER = ".hoodie/.aux/hoodied/decisions"
 Verdict = Literal["complete", "void"]
 
 #: The metadata-table updates a decided commit makes, by name (a roll forward rebuilds them from the commit's
-#: write stats): a compaction's new base files, a clustering's (records move: the record index follows), a
-#: log compaction's new log files.
-MetadataStep = Literal["", "rewrite", "rewrite_moving_records", "log_files"]
+#: completed metadata): a compaction's new base files, a clustering's (records move: the record index
+#: follows), a log compaction's new log files, a clean's deleted files.
+MetadataStep = Literal["", "rewrite", "rewrite_moving_records", "log_files", "clean"]
+_STEPS = ("", "rewrite", "rewrite_moving_records", "log_files", "clean")
 
 
 def metadata_update_of(
@@ -70,6 +71,8 @@ def metadata_update_of(
         return None
 
     def build(config: TableConfig) -> MetadataUpdate:
+        if step == "clean":
+            return update_for_clean_metadata(storage, config, instant_time, decode_clean_metadata(content))
         metadata = decode_commit_metadata(content, table_version=config.table_version, action=action)
         stats = [stat for group in metadata.partition_to_write_stats.values() for stat in group]
         if step == "log_files":
@@ -127,7 +130,7 @@ class Decision:
                 raise ValueError(f"verdict {verdict!r}")
             by = value.get("by")
             step = value.get("metadata_step", "")
-            if step not in ("", "rewrite", "rewrite_moving_records", "log_files"):
+            if step not in _STEPS:
                 raise ValueError(f"metadata step {step!r}")
             return cls(
                 str(value["instant"]),

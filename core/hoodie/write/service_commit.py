@@ -48,7 +48,14 @@ from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import CommitMetadata, WriteStat
 from hoodie.timeline.writer import TimelineRecord, TimelineWriter
 from hoodie.write.attempt import AttemptFence, attempt_of_file
-from hoodie.write.decision import MetadataStep, decide_complete, forget_decision, publish
+from hoodie.write.decision import (
+    MetadataStep,
+    decide_complete,
+    forget_decision,
+    publish,
+    roll_forward,
+    void_attempts,
+)
 from hoodie.write.markers import Markers, unrecorded_files
 
 logger = logging.getLogger(__name__)
@@ -191,16 +198,10 @@ def complete_rewrite(
                 failpoint(f"{service}.after_metadata_commit")
                 completion.done = writer.complete(instant, content)
             else:
-                completed, path, data = writer.completion_of(instant, content)
                 step = metadata_step or ("rewrite_moving_records" if record_index else "rewrite")
-                decision = decide_complete(
-                    storage, T, run.attempt, path, data, action=completed.action, metadata_step=step
+                completion.done = complete_decided(
+                    storage, current.config, lock, writer, instant, content, run, build, step, service
                 )
-                failpoint(f"{service}.decided")
-                _write_decided_metadata(storage, current.config, lock, build, service, time_generator, T)
-                failpoint(f"{service}.after_metadata_commit")
-                publish(storage, decision)
-                completion.done = completed
     done = completion.done
     if done is None:
         return None, found, strays
@@ -213,6 +214,50 @@ def complete_rewrite(
         left_for_later(done, "deleting its markers", e)
     maintain_metadata_table(storage, lock, time_generator=time_generator)
     return done, None, strays
+
+
+def complete_decided(
+    storage: Storage,
+    config: TableConfig,
+    lock: LockProvider,
+    writer: TimelineWriter,
+    instant: Instant,
+    content: bytes | TimelineRecord,
+    run: AttemptFence,
+    build: Callable[[TableConfig], MetadataUpdate],
+    step: MetadataStep,
+    service: str,
+) -> Instant:
+    """Complete the inflight ``instant`` with ``content`` as attempt ``run``, under the table lock (the
+    caller's; ``fence`` checked and the instant found inflight there): decide first
+    (:func:`~hoodie.write.decision.decide_complete`: :class:`LostRace` when a takeover voided the attempt,
+    however late it woke), then the metadata table's deltacommit that ``build`` makes (``step`` names it for
+    a roll forward; not replaced when a roll forward of this decision wrote it), then the completed file,
+    published from the decision. Failpoints ``<service>.decided`` and ``.after_metadata_commit``. Returns
+    the completed instant; the caller forgets the decision once out of the lock."""
+    completed, path, data = writer.completion_of(instant, content)
+    decision = decide_complete(
+        storage, instant.time, run.attempt, path, data, action=completed.action, metadata_step=step
+    )
+    failpoint(f"{service}.decided")
+    _write_decided_metadata(storage, config, lock, build, service, writer.time_generator, instant.time)
+    failpoint(f"{service}.after_metadata_commit")
+    publish(storage, decision)
+    return completed
+
+
+def void_superseded(storage: Storage, lock: LockProvider, instant_time: str, run: AttemptFence) -> None:
+    """Before a service that never rolls back (a clean re-runs its plan) completes ``instant_time`` as
+    ``run``, under the table lock: void the attempts ``run`` took the instant over from, so none of them
+    completes it after this one. One that decided first wins: its completion is rolled forward and
+    :class:`LostRace` raised (this run's own work was the same plan's, done again)."""
+    decided = void_attempts(storage, instant_time, run.superseded(), run.attempt)
+    if decided is not None:
+        wrote = roll_forward(storage, lock, decided)
+        raise LostRace(
+            f"lost the race: {decided.describe()} before this run could void it; its completion "
+            f"{'was published now' if wrote else 'was already published'}"
+        )
 
 
 def _write_decided_metadata(
@@ -284,11 +329,13 @@ __all__ = [
     "Completion",
     "by_partition",
     "check_still_inflight",
+    "complete_decided",
     "complete_rewrite",
     "discard_own_files",
     "held_to_complete",
     "left_for_later",
     "own_attempts",
+    "void_superseded",
     "without_meta_fields",
     "written_rows",
 ]

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from hoodie.clean.service import CLEAN
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.service import COMPACTION
 from hoodie.compaction.strategy import CompactionConfig, Strategy
@@ -22,6 +23,8 @@ from hoodie.errors import CommitConflict, LostRace
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.table import Table
+from hoodie.table_service import TableService
+from hoodie.timeline.metadata import decode_clean_metadata
 from hoodie.write.decision import (
     Decision,
     decide_complete,
@@ -48,19 +51,19 @@ def _completed_files(root: Path, instant: str, suffix: str = ".commit") -> list[
     return sorted(p.name for p in folder.iterdir() if p.name.startswith(instant) and p.name.endswith(suffix))
 
 
-def _run(storage: Storage, instant: str, replica: str) -> JobRun:
+def _run(storage: Storage, instant: str, replica: str, service: TableService = COMPACTION) -> JobRun:
     lock = FileSystemLock(storage, expire_seconds=LOCK_EXPIRY, acquire_timeout=120)
     return run_service_job(
-        None, COMPACTION, storage, lock, instant, settings=SETTINGS, replica=replica, foreign_after=0.0
+        None, service, storage, lock, instant, settings=SETTINGS, replica=replica, foreign_after=0.0
     )
 
 
-def _take_over(root: Path, instant: str) -> JobRun | BaseException:
+def _take_over(root: Path, instant: str, service: TableService) -> JobRun | BaseException:
     """The second executor: retries while the stalled run's lease is fresh, then runs the instant."""
     deadline = time.monotonic() + 60
     while True:
         try:
-            return _run(Storage.for_uri(str(root)), instant, "b")
+            return _run(Storage.for_uri(str(root)), instant, "b", service)
         except ForeignInstant:
             assert time.monotonic() < deadline, "the stalled run's lease never expired"
             time.sleep(0.3)
@@ -69,31 +72,32 @@ def _take_over(root: Path, instant: str) -> JobRun | BaseException:
 
 
 TRIGGERS = {
-    "completed-file": r"/{T}(_\d+)?\.commit$",
+    "completed-file": r"/{T}(_\d+)?\.{completed}$",
     "metadata-table": r"metadata/\.hoodie/(timeline/)?{T}\.deltacommit\.requested$",
     "decision": r"decisions/{T}/\d+\.json$",
 }
 
 
-def _stalled_then_taken_over(root: Path, T: str, stall_at: str) -> None:
-    """The first executor of compaction ``T`` stalls at ``stall_at`` (:data:`TRIGGERS`); a second takes over;
-    then the first wakes. Judged: one completed file of ``T`` (in the metadata table too), every file it
-    names there, hudi-rs's rows unchanged, and who won (see the tests)."""
+def _stalled_then_taken_over(root: Path, T: str, stall_at: str, service: TableService = COMPACTION) -> None:
+    """The first executor of ``service``'s instant ``T`` stalls at ``stall_at`` (:data:`TRIGGERS`); a second
+    takes over; then the first wakes. Judged: one completed file of ``T`` (in the metadata table too), every
+    file a compaction's names there, hudi-rs's rows unchanged, and who won (see the tests)."""
     before = read_all(root, [])
-    trigger = TRIGGERS[stall_at].replace("{T}", T)
+    completed = "clean" if service is CLEAN else "commit"
+    trigger = TRIGGERS[stall_at].replace("{T}", T).replace("{completed}", completed)
     stalled, backend = stalling_storage(str(root), trigger)
     first: dict[str, Any] = {}
 
     def run_first() -> None:
         try:
-            first["run"] = _run(stalled, T, "a")
+            first["run"] = _run(stalled, T, "a", service)
         except BaseException as e:  # what the woken run ends with is the test's to judge
             first["run"] = e
 
     thread = threading.Thread(target=run_first, name="stalled-executor", daemon=True)
     thread.start()
     assert backend.stalled(120), f"the first run never reached {trigger}: {first}"
-    second = _take_over(root, T)
+    second = _take_over(root, T, service)
     backend.release()
     thread.join(120)
     assert not thread.is_alive(), "the woken run did not finish"
@@ -105,13 +109,21 @@ def _stalled_then_taken_over(root: Path, T: str, stall_at: str) -> None:
         assert isinstance(second, JobRun), second
         assert isinstance(first["run"], LostRace), first["run"]
         assert "voided" in str(first["run"]), first["run"]
-    assert len(_completed_files(root, T)) == 1, _completed_files(root, T)
+    assert len(_completed_files(root, T, f".{completed}")) == 1, _completed_files(root, T, f".{completed}")
     table = Table.open(str(root))
-    named = table.commit_metadata(T).written_file_paths
-    missing = [p for p in named if not (root / p).exists()]
-    assert named
-    assert not missing, f"the completed {T} names files that are gone: {missing}"
-    judge(root, before, "compaction", f"a takeover of a run stalled at its {stall_at}")
+    if service is CLEAN:
+        cleaned = decode_clean_metadata(table.storage.read(table.timeline.file_of(T))).partition_metadata
+        left = [
+            f"{p}/{n}" for p, m in cleaned.items() for n in m.delete_path_patterns if (root / p / n).exists()
+        ]
+        assert cleaned
+        assert not left, f"the completed clean {T} names files that are still there: {left}"
+    else:
+        named = table.commit_metadata(T).written_file_paths
+        missing = [p for p in named if not (root / p).exists()]
+        assert named
+        assert not missing, f"the completed {T} names files that are gone: {missing}"
+    judge(root, before, service.name, f"a takeover of a run stalled at its {stall_at}")
     mdt = root / ".hoodie" / "metadata"
     if (mdt / ".hoodie").is_dir():
         assert len(_completed_files(mdt, T, ".deltacommit")) == 1, _completed_files(mdt, T, ".deltacommit")
@@ -132,6 +144,19 @@ def test_a_stalled_completion_and_a_takeover_complete_the_instant_once(
     t = mor_table(tmp_path / "t", version, seed=61 + version)
     T = next(i.time for i in t.pending if i.action == "compaction")
     _stalled_then_taken_over(t.root, T, stall_at)
+
+
+@pytest.mark.parametrize("version", [6, 8, 9])
+@pytest.mark.parametrize("stall_at", ["completed-file", "decision"])
+def test_a_stalled_clean_and_a_takeover_complete_it_once(tmp_path: Path, version: int, stall_at: str) -> None:
+    """A clean is run again, not rolled back, when taken over; the takeover voids the attempt it superseded
+    before it decides. ``completed-file``: the first run decided and its completed file is held; the
+    takeover's void finds the decision and publishes it (its own deletes were the same plan's). ``decision``:
+    the takeover voids the first attempt and completes; the woken run's decision fails. (Before, a v8+
+    timeline could hold two completed files of the clean.)"""
+    t = mor_table(tmp_path / "t", version, seed=71 + version)
+    T = next(i.time for i in t.pending if i.action == "clean")
+    _stalled_then_taken_over(t.root, T, stall_at, CLEAN)
 
 
 @pytest.mark.fixtures
