@@ -15,8 +15,9 @@ that happen at a chosen step: it stands in front of the store for one process (p
 
 Kinds of request (:data:`STALL_KINDS`, :func:`kind_of`):
 
-- ``commit``: a PUT of a completed timeline file (``T.commit``, ``T_C.deltacommit``, ``T_C.replacecommit``;
-  the metadata table's too);
+- ``commit``: a PUT of a completed timeline file (``T.commit``, ``T_C.deltacommit``, ``T_C.replacecommit``,
+  ``T_C.clean``; the metadata table's too), or of a completion decision (:mod:`hoodie.write.decision`: the
+  write that decides a completion, right before the metadata table's and the timeline's);
 - ``plan``: a PUT of a ``.requested`` file (a compaction, log compaction or clustering plan, a clean's, a
   rollback's);
 - ``manifest``: a PUT under the history (``archived/``, ``timeline/history/``) of a manifest, the
@@ -45,7 +46,8 @@ from support.s3_faults import CONTROL_PATH, FaultProxy, _Handler, _Server
 STALL_KINDS = ("commit", "plan", "manifest", "base", "delete")
 
 _PUT_KINDS = (
-    ("commit", re.compile(r"/\d{17}(_\d{17})?\.(commit|deltacommit|replacecommit)(\?|$)")),
+    ("commit", re.compile(r"/\d{17}(_\d{17})?\.(commit|deltacommit|replacecommit|clean)(\?|$)")),
+    ("commit", re.compile(r"/\.hoodie/\.aux/hoodied/decisions/\d{17}/\d+\.json(\?|$)")),
     ("plan", re.compile(r"\.requested(\?|$)")),
     ("manifest", re.compile(r"/(archived|history)/(manifest|_version_|\.commits_\.archive)")),
     ("base", re.compile(r"^(?!.*/\.hoodie/)[^?]*\.parquet(\?|$)")),

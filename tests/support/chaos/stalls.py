@@ -44,8 +44,13 @@ logger = logging.getLogger(__name__)
 
 #: The failpoints a local stall stops a replica at, by kind: each right before the write of that kind.
 LOCAL_POINTS: Mapping[str, tuple[str, ...]] = {
-    # After the metadata table's deltacommit, before the completed file.
-    "commit": tuple(f"{s}.after_metadata_commit" for s in ("compaction", "logcompaction", "clustering")),
+    # After the completion's decision (the write a stale holder must lose) or after the metadata table's
+    # deltacommit, before the completed file.
+    "commit": tuple(
+        f"{s}.{point}"
+        for s in ("compaction", "logcompaction", "clustering", "clean")
+        for point in ("decided", "after_metadata_commit")
+    ),
     # Under the table lock, before the instant time and the requested file.
     "plan": ("schedule.under_lock",),
     "manifest": ("archival.before_history_write",),
