@@ -34,6 +34,10 @@ from support.fixture_tables import (
 from support.hudi_oracle import HudiOracle
 from support.shared import fixtures_dir
 
+# No test may reach a cloud's instance-metadata endpoint (only 127.0.0.1 is ours): a store with no credentials
+# fails at once instead of asking it (hoodie.storage.credentials), in this process and every child's.
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+
 # -- parametrization ---------------------------------------------------------------------------------------
 
 _SELECTORS: dict[str, Callable[[FixtureTable], bool]] = {

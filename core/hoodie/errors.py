@@ -63,6 +63,11 @@ class StorageError(HoodieError):
     """The storage backend failed an operation."""
 
 
+class StoreRefused(StorageError):
+    """The object store answered with a refusal no retry changes (no such bucket, bad credentials, access
+    denied: :func:`hoodie.storage.store_errors.permanent`); the request was sent once."""
+
+
 class FileAlreadyExists(StorageError):
     """A create-if-absent found the file already present."""
 

@@ -39,9 +39,10 @@ import pyarrow as pa
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 from obstore.store import AzureStore, GCSStore, S3Store
 
-from hoodie.errors import FileAlreadyExists, StorageError, VersionConflict, WriteOutcomeUnknown
+from hoodie.errors import FileAlreadyExists, StorageError, StoreRefused, VersionConflict, WriteOutcomeUnknown
 from hoodie.storage.backend import KeyInfo, RequestCounter, format_options
 from hoodie.storage.retry import RetryPolicy, attempts_note, resend
+from hoodie.storage.store_errors import one_line, permanent
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ class ObjectStoreBackend:
         except FileNotFoundError:
             return []
         except Exception as e:
-            raise StorageError(f"cannot list {self.uri_of(key)}: {_reason(e)}") from e
+            raise _failed(f"cannot list {self.uri_of(key)}", e) from e
 
     def head(self, key: str) -> KeyInfo:
         self.counter.add("HEAD")
@@ -161,7 +162,7 @@ class ObjectStoreBackend:
                 return KeyInfo(key, 0, None, True)
             raise FileNotFoundError(self.uri_of(key)) from None
         except Exception as e:
-            raise StorageError(f"cannot look at {self.uri_of(key)}: {_reason(e)}") from e
+            raise _failed(f"cannot look at {self.uri_of(key)}", e) from e
 
     def exists(self, key: str) -> bool:
         try:
@@ -178,7 +179,7 @@ class ObjectStoreBackend:
         except FileNotFoundError:
             return False
         except Exception as e:
-            raise StorageError(f"cannot list {self.uri_of(key)}: {_reason(e)}") from e
+            raise _failed(f"cannot list {self.uri_of(key)}", e) from e
         return bool(listed["objects"] or listed["common_prefixes"])
 
     def get(self, key: str) -> bytes:
@@ -191,7 +192,7 @@ class ObjectStoreBackend:
         except FileNotFoundError:
             raise FileNotFoundError(self.uri_of(key)) from None
         except Exception as e:
-            raise StorageError(f"cannot read {self.uri_of(key)}: {_reason(e)}") from e
+            raise _failed(f"cannot read {self.uri_of(key)}", e) from e
         return data, version
 
     def _get_once(self, key: str) -> tuple[bytes, str, str | None]:
@@ -212,7 +213,7 @@ class ObjectStoreBackend:
         except FileNotFoundError:
             raise FileNotFoundError(self.uri_of(key)) from None
         except Exception as e:
-            raise StorageError(f"cannot open {self.uri_of(key)}: {_reason(e)}") from e
+            raise _failed(f"cannot open {self.uri_of(key)}", e) from e
         return pa.PythonFile(_CountedReader(reader, self.counter, self.uri_of(key)), mode="r")
 
     # -- writes ------------------------------------------------------------------------------------------
@@ -229,7 +230,7 @@ class ObjectStoreBackend:
         try:
             result = resend(self._retry, lambda: obstore.put(self._once, key, data, use_multipart=False))
         except Exception as e:
-            raise StorageError(f"cannot write {self.uri_of(key)}: {_reason(e)}") from e
+            raise _failed(f"cannot write {self.uri_of(key)}", e) from e
         return result.get("e_tag")
 
     def put_if_version(self, key: str, data: bytes, version: str) -> str:
@@ -265,7 +266,7 @@ class ObjectStoreBackend:
             raise VersionConflict(f"{self.uri_of(key)} is not at version {version} any more") from e
         except FileNotFoundError as e:
             if version is None:  # no such bucket
-                raise StorageError(f"cannot write {self.uri_of(key)}: {_reason(e)}") from e
+                raise _failed(f"cannot write {self.uri_of(key)}", e) from e
             raise VersionConflict(f"{self.uri_of(key)} is not at version {version} any more") from e
         except Exception as e:
             failure = e
@@ -282,7 +283,7 @@ class ObjectStoreBackend:
             raise FileAlreadyExists(self.uri_of(key)) from failure
         if found is not None and found[0] != version:
             raise VersionConflict(f"{self.uri_of(key)} is not at version {version} any more") from failure
-        raise StorageError(f"cannot write {self.uri_of(key)} (not written): {_reason(failure)}") from failure
+        raise _failed(f"cannot write {self.uri_of(key)} (not written)", failure) from failure
 
     def _landed(self, key: str, token: str) -> str | None:
         """The version of ``key`` when it is the object of the write that carried ``token``, else None."""
@@ -309,7 +310,7 @@ class ObjectStoreBackend:
         try:
             writer = obstore.open_writer(self._store, key, buffer_size=UPLOAD_CHUNK_BYTES)
         except Exception as e:
-            raise StorageError(f"cannot write {self.uri_of(key)}: {_reason(e)}") from e
+            raise _failed(f"cannot write {self.uri_of(key)}", e) from e
         sink = _CountedWriter(writer, self.counter, self.uri_of(key))
         out = pa.PythonFile(sink, mode="w")
         try:
@@ -320,7 +321,7 @@ class ObjectStoreBackend:
         try:
             writer.close()
         except Exception as e:
-            raise StorageError(f"cannot write {self.uri_of(key)}: {_reason(e)}") from e
+            raise _failed(f"cannot write {self.uri_of(key)}", e) from e
 
     def delete(self, key: str) -> bool:
         try:
@@ -333,7 +334,7 @@ class ObjectStoreBackend:
         except FileNotFoundError:
             return False
         except Exception as e:
-            raise StorageError(f"cannot delete {self.uri_of(key)}: {_reason(e)}") from e
+            raise _failed(f"cannot delete {self.uri_of(key)}", e) from e
         return True
 
     def delete_many(self, keys: Sequence[str]) -> None:
@@ -351,7 +352,7 @@ class ObjectStoreBackend:
                 if isinstance(e, FileNotFoundError) and step == 1:
                     continue  # already gone
                 more = f" and {len(chunk) - 1} more" if len(chunk) > 1 else ""
-                raise StorageError(f"cannot delete {self.uri_of(chunk[0])}{more}: {_reason(e)}") from e
+                raise _failed(f"cannot delete {self.uri_of(chunk[0])}{more}", e) from e
 
     def delete_prefix(self, key: str) -> None:
         keys = [k.key for k in self.list(key, recursive=True) if not k.is_dir]
@@ -360,7 +361,7 @@ class ObjectStoreBackend:
             try:
                 self._delete(keys[i : i + 1000])
             except Exception as e:
-                raise StorageError(f"cannot delete below {self.uri_of(key)}: {_reason(e)}") from e
+                raise _failed(f"cannot delete below {self.uri_of(key)}", e) from e
 
     def _delete(self, keys: str | Sequence[str]) -> None:
         """Delete, sent again after a failure: deleting is idempotent, and S3 deletes by POST, which obstore
@@ -387,7 +388,7 @@ class _CountedReader:
         except FileNotFoundError:
             raise
         except OSError as e:  # obstore's reader fails as io does; pyarrow would take it for a bad file
-            raise StorageError(f"cannot read {self._uri}: {_reason(e)}") from e
+            raise _failed(f"cannot read {self._uri}", e) from e
 
     def seek(self, offset: int, whence: int = 0) -> int:
         return int(self._reader.seek(offset, whence))
@@ -429,7 +430,7 @@ class _CountedWriter:
         try:
             self._writer.write(bytes(data))
         except OSError as e:
-            raise StorageError(f"cannot write {self._uri}: {_reason(e)}") from e
+            raise _failed(f"cannot write {self._uri}", e) from e
         self._written += n
         self._counter.add("PUT", self._written // UPLOAD_CHUNK_BYTES - before)
         return n
@@ -463,11 +464,18 @@ class _CountedWriter:
 
 
 def _reason(error: BaseException) -> str:
-    """An obstore error's message without its debug dump (the request and the store's answer), and the
-    attempts made."""
-    reason = str(error).split("\n\nDebug source:", 1)[0].strip()
+    """An obstore error's message on one line (:func:`~hoodie.storage.store_errors.one_line`: no debug dump,
+    no XML body), and the attempts made."""
+    reason = one_line(str(error))
     note = attempts_note(error)
     return f"{reason} ({note})" if note else reason
+
+
+def _failed(what: str, error: BaseException) -> StorageError:
+    """The error to raise when ``what`` (``cannot list s3://...``) failed with ``error``: a
+    :class:`StoreRefused` when the store's answer is one no retry changes, else a :class:`StorageError`."""
+    kind = StoreRefused if permanent(str(error)) else StorageError
+    return kind(f"{what}: {_reason(error)}")
 
 
 def _key_info(meta: Mapping[str, Any]) -> KeyInfo:

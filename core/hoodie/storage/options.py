@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -45,9 +46,11 @@ import pyarrow.fs as pafs
 from hoodie.errors import StorageError
 from hoodie.storage.arrow_fs import ArrowFsBackend
 from hoodie.storage.backend import Backend
+from hoodie.storage.credentials import RefusingBackend, missing_credentials
 from hoodie.storage.identity import STORE_OF_SCHEME
 from hoodie.storage.local import LocalBackend
 from hoodie.storage.object_store import ObjectStoreBackend, open_store
+from hoodie.storage.redact import redact_uri
 from hoodie.storage.retry import RETRY_KEYS, RetryPolicy
 
 #: One store per scheme, aliases included (``s3a``, ``s3n``, ``gcs``, ``abfs[s]``): the map a table's identity
@@ -125,6 +128,10 @@ def backend_for(uri: str, options: Mapping[str, str] | None = None) -> Location:
             os.environ[AZURITE_URL_VARIABLE] = azurite_url
         retry = RetryPolicy.from_options({k: opts.pop(k) for k in RETRY_KEYS & opts.keys()})
         config, client = _store_config(store_kind, opts, parsed)
+        refusal = missing_credentials(store_kind, redact_uri(uri), config)
+        if refusal is not None:  # refused at its first request, not here (hoodie.storage.credentials)
+            prefix = f"{scheme}://{_bucket_name(store_kind, parsed)}"
+            return Location(cast(Backend, RefusingBackend(refusal, prefix)), root)
         backend = ObjectStoreBackend(
             store_kind,
             _bucket_name(store_kind, parsed),

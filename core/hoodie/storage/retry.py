@@ -51,6 +51,7 @@ from obstore.exceptions import GenericError
 
 from hoodie.durations import duration_problem, duration_seconds
 from hoodie.errors import StorageError
+from hoodie.storage.store_errors import permanent
 
 MAX_RETRIES = "max_retries"
 MAX_RETRIES_DEFAULT = 10
@@ -136,9 +137,11 @@ class RetryPolicy:
 
 def transient(error: BaseException) -> bool:
     """Whether a failed request may succeed when sent again: ``obstore``'s generic error, which is what a
-    broken connection, a timeout and a 5xx status come back as. Not-found, permission, precondition and
-    configuration errors have types of their own and are answers, not failures."""
-    return isinstance(error, GenericError)
+    broken connection, a timeout and a 5xx status come back as, unless the store's answer in it is a refusal
+    no retry changes (no such bucket, bad credentials, access denied:
+    :func:`hoodie.storage.store_errors.permanent`). Not-found, precondition and configuration errors have
+    types of their own and are answers, not failures."""
+    return isinstance(error, GenericError) and not permanent(str(error))
 
 
 def resend(
