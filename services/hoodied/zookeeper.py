@@ -693,6 +693,11 @@ class ZooKeeperLock(AcquireOnEnter):
         """Wait up to ``timeout`` seconds in total; :class:`~hoodie.errors.LockTimeout` (naming the holder)
         if the lock stays taken. Our contender node is removed whenever we do not end up holding the lock."""
         if self._recipe is not None:
+            if not self.is_held:  # a block under it asks again after the session was interrupted
+                raise LockLost(
+                    f"{self!r} was lost while held (the ZooKeeper session was interrupted): work under it "
+                    "may have raced, and must stop"
+                )
             raise LockError(f"{self!r} is already held by this object; it is not re-entrant")
         deadline = time.monotonic() + max(0.0, timeout)
         while True:

@@ -24,11 +24,18 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import Permissions
 
+from hoodie import Table
+from hoodie.compaction.plan import schedule_compaction
+from hoodie.compaction.service import COMPACTION
 from hoodie.errors import LockError, LockLost, LockTimeout
 from hoodie.lock import LockProvider
+from hoodie.storage import Storage
+from hoodie.testing.generate import GenerateSpec, generate_table
+from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodied.errors import ClaimHeld, ClaimLost, ServiceError
 from hoodied.zookeeper import ZooKeeper, ZooKeeperConfig
 from support.server_process import free_port
+from support.stall import PausingStorage
 from support.zk_server import TcpProxy, ZooKeeperServer, expire_session, java_classpath
 
 SESSION_TIMEOUT = 4.0
@@ -435,6 +442,69 @@ def test_lock_is_lost_with_the_session(
     assert again.is_held
     again.release()
     assert inspector.get_children(path) == []
+
+
+@pytest.mark.zookeeper
+def test_a_lock_asked_again_after_its_session_was_lost_says_lost(
+    replica: Replica, zookeeper_server: ZooKeeperServer, base_path: str
+) -> None:
+    """A block under the lock that asks for it again (``held``) after the session expired learns the lock
+    was lost (before, "already held by this object"), and once released it is taken afresh."""
+    a = replica("replica-a")
+    lock = a.table_lock(f"{base_path}/locks/table-1")
+    lock.acquire(5)
+    client_id = a.client_id
+    assert client_id is not None
+    expire_session(zookeeper_server.connect, client_id)
+    wait_for(lambda: not lock.is_held, what="the lock to be lost")
+    with pytest.raises(LockLost, match="lost while held"):
+        lock.acquire(5)
+    with pytest.raises(LockLost):
+        lock.release()
+    wait_for(lambda: a.connected, what="a new session")
+    lock.acquire(5)
+    assert lock.is_held
+    lock.release()
+
+
+@pytest.mark.zookeeper
+def test_a_plan_landed_under_a_lost_lock_is_checked_again_under_the_lock(
+    replica: Replica, zookeeper_server: ZooKeeperServer, base_path: str, tmp_path: Path
+) -> None:
+    """Found by the chaos campaign (seed 407): a scheduler paused at its requested PUT until its ZooKeeper
+    session expired; meanwhile another scheduled and started a compaction of the same file groups. Its plan
+    landed on waking, and the check after the landing failed with the lock lost, so the overlap stayed until
+    a run found it. Now the plan is checked again under the lock taken afresh, and withdrawn."""
+    root = tmp_path / "t"
+    generate_table(str(root), GenerateSpec(table_version=8, rows=300, commits=3, partitions=2, seed=3))
+    storage = Storage.for_uri(str(root))
+    a, b = replica("replica-a"), replica("replica-b")
+    path = f"{base_path}/locks/t"
+    paused_lock = a.table_lock(path, acquire_timeout=30)
+    generator = InstantTimeGenerator()
+    started: list[str] = []
+
+    def expire_then_another_schedules_and_starts() -> None:
+        client_id = a.client_id
+        assert client_id is not None
+        expire_session(zookeeper_server.connect, client_id)
+        wait_for(lambda: not paused_lock.is_held, what="the paused scheduler's lock to be lost")
+        other_lock = b.table_lock(path, acquire_timeout=30)
+        newer = schedule_compaction(storage, other_lock, time_generator=generator).instant
+        assert newer is not None
+        COMPACTION.prepare(storage, other_lock, newer.time, {})  # inflight; its tasks still to run
+        started.append(newer.time)
+
+    paused = PausingStorage.for_uri(str(root))
+    assert isinstance(paused, PausingStorage)
+    paused.meanwhile = expire_then_another_schedules_and_starts
+    late = schedule_compaction(paused, paused_lock, time_generator=generator)
+    assert late.instant is None, "the late plan stayed beside the started one it overlaps"
+    assert "withdrawn" in late.reason
+    assert started[0] in late.reason
+    table = Table.open(str(root))
+    assert [i.time for i in table.timeline.pending_compactions()] == started
+    assert not paused_lock.is_held
 
 
 # -- interoperability with Curator (Hudi's writers) -------------------------------------------------------

@@ -12,10 +12,25 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from hoodie.storage import Storage
 from hoodie.storage.local import LocalBackend
+
+
+class PausingStorage(Storage):
+    """Local storage whose first PUT of a ``.requested`` file waits while ``meanwhile`` runs: a scheduler
+    paused at its PUT, and the lock passed on meanwhile (the plan overlap tests)."""
+
+    meanwhile: Callable[[], None] | None = None
+
+    def create(self, path: str, data: bytes, *, overwrite: bool = False) -> str | None:
+        hook = self.meanwhile
+        if hook is not None and path.endswith(".requested"):
+            self.meanwhile = None
+            hook()
+        return super().create(path, data, overwrite=overwrite)
 
 
 class StallingBackend(LocalBackend):
@@ -92,4 +107,4 @@ def stalling_storage(root: str, trigger: str) -> tuple[Storage, StallingBackend]
     return Storage(backend, root, root), backend
 
 
-__all__ = ["StallingBackend", "stalling_storage"]
+__all__ = ["PausingStorage", "StallingBackend", "stalling_storage"]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from hoodie.errors import HoodieError, NothingToDo
+from hoodie.errors import HoodieError, LockError, NothingToDo
 from hoodie.failpoints import failpoint
 from hoodie.lock import LockProvider, held
 from hoodie.storage import Storage
@@ -71,19 +71,36 @@ def request_planned(
     if ahead.plan is None:
         logger.debug("%s of %s not scheduled: %s", what, storage.uri, ahead.reason)
         return None, ahead
-    with held(lock):
-        failpoint("schedule.under_lock")
-        instant_time = generator.next(storage, table.config)
-        view = Table.load(storage)  # the view at the instant time, under the lock
-        result = plan(view, instant_time)
-        made = result.plan
-        if made is None:
-            logger.info("%s of %s not scheduled: %s", what, storage.uri, result.reason)
-            return None, result
-        instant = request(view, instant_time, made)
-        # The lock may have been a lease that lapsed while we paused before the PUT: another scheduler may
-        # have planned the same file groups meanwhile. Decided on the timeline as it is now.
-        withdrawn = revalidate_requested(storage, lock, instant, what=what, config=view.config)
+    landed: Instant | None = None
+    try:
+        with held(lock):
+            failpoint("schedule.under_lock")
+            instant_time = generator.next(storage, table.config)
+            view = Table.load(storage)  # the view at the instant time, under the lock
+            result = plan(view, instant_time)
+            made = result.plan
+            if made is None:
+                logger.info("%s of %s not scheduled: %s", what, storage.uri, result.reason)
+                return None, result
+            instant = landed = request(view, instant_time, made)
+            # The lock may have been a lease that lapsed while we paused before the PUT: another scheduler
+            # may have planned the same file groups meanwhile. Decided on the timeline as it is now.
+            withdrawn = revalidate_requested(storage, lock, instant, what=what, config=view.config)
+    except LockError as e:
+        if landed is None:
+            raise
+        # The plan landed, and the lock was found lost around it (the lease lapsed while this process was
+        # paused): the check is made again under the lock taken afresh, so a plan that overlaps an older
+        # one does not stay until a run of either finds it.
+        logger.warning(
+            "%s %s of %s: the table lock was lost around its requested file (%s); checking the plan again "
+            "under the lock",
+            what,
+            landed.time,
+            storage.uri,
+            e,
+        )
+        withdrawn = revalidate_requested(storage, lock, landed, what=what, config=None)
     if withdrawn is not None:
         return None, Planned(None, withdrawn)
     logger.info("scheduled %s %s on %s: %s", what, instant_time, storage.uri, result.reason)

@@ -10,7 +10,6 @@ completed plans, and the older plan is the one that ran.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,26 +31,13 @@ from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import decode_compaction_plan, decode_requested_replace_metadata
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.plan_overlap import revalidate_requested
+from support.stall import PausingStorage
 
 #: No writer beside these tables: clustering plans every small slice (the default leaves the last writers'
 #: groups out, which here would be every group).
 NO_WRITERS = ClusteringConfig(update_strategy=UpdateStrategy.ALLOW)
 SERVICES: dict[str, TableService] = {"compaction": COMPACTION, "clustering": CLUSTERING}
 PAIRS = [("compaction", "compaction"), ("compaction", "clustering"), ("clustering", "compaction")]
-
-
-class PausingStorage(Storage):
-    """Local storage whose first PUT of a ``.requested`` file waits while ``meanwhile`` runs: the scheduler
-    paused at its PUT, and the lock passed on meanwhile."""
-
-    meanwhile: Callable[[], None] | None = None
-
-    def create(self, path: str, data: bytes, *, overwrite: bool = False) -> str | None:
-        hook = self.meanwhile
-        if hook is not None and path.endswith(".requested"):
-            self.meanwhile = None
-            hook()
-        return super().create(path, data, overwrite=overwrite)
 
 
 def _schedule(

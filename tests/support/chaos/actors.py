@@ -172,8 +172,8 @@ class Operator:
 
     ``paths`` are the table's spellings (:func:`spellings`, the replicas' first); ``conf`` the ``hoodie.*``
     settings a one-off passes as ``--conf`` (the table's service settings, the writers' lock, the
-    heartbeat); ``control`` a daemon configuration file for ``hoodied ctl`` (the replicas' ZooKeeper base
-    path and table label)."""
+    heartbeat); ``storage_options`` the replicas' (each a ``--storage-option``); ``control`` a daemon
+    configuration file for ``hoodied ctl`` (the replicas' ZooKeeper base path and table label)."""
 
     def __init__(
         self,
@@ -184,8 +184,11 @@ class Operator:
         env: Mapping[str, str],
         control: Path,
         table_label: str,
+        *,
+        storage_options: Mapping[str, str] | None = None,
     ) -> None:
         self.work = work
+        self.storage_options = dict(storage_options or {})
         self.storage = storage
         self.paths = list(paths)
         self.conf = dict(conf)
@@ -249,6 +252,8 @@ class Operator:
             argv += ["--conf", "spark.driver.memory=512m"]
         for key, value in sorted(self.conf.items()):
             argv += ["--conf", f"{key}={value}"]
+        for key, value in sorted(self.storage_options.items()):
+            argv += ["--storage-option", f"{key}={value}"]
         return argv
 
     def _run_oneoff(self, oneoff: OneOff, seq: int) -> None:

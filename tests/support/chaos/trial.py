@@ -761,7 +761,8 @@ class Trial:
 
     def _operator(self) -> Operator:
         """The operator: one-offs with the table's settings, the writers' ZooKeeper lock (Hudi's keys, as
-        the README tells operators) and the trial's heartbeat; ``hoodied ctl`` through a configuration of
+        the README tells operators), the trial's heartbeat and the replicas' storage options (a one-off
+        fits its store requests to the lease as the daemon does); ``hoodied ctl`` through a configuration of
         the replicas' own."""
         host, _, port = self.zk.connect.rpartition(":")
         conf = {
@@ -774,7 +775,16 @@ class Trial:
         }
         control = self._config("operator", free_port())
         storage = Storage.for_uri(self.store.uri, self.store.storage_options)
-        return Operator(self.work, storage, self.spellings, conf, self._env(), control, TABLE_NAME)
+        return Operator(
+            self.work,
+            storage,
+            self.spellings,
+            conf,
+            self._env(),
+            control,
+            TABLE_NAME,
+            storage_options=self.store.storage_options,
+        )
 
     def actor_counts(self, faults: Counter[str]) -> Counter[str]:
         """What the second executors did: per daemon the instants it completed and its runs that ended
