@@ -33,13 +33,13 @@ as well (``TimelineUtils.getEarliestInstantForMetadataArchival``).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hoodie.clean.plan import CleanConfig, CleanPolicy, earliest_commit_to_retain
 from hoodie.compaction.trigger import TriggerConfig, TriggerStrategy
 from hoodie.config import TableType
-from hoodie.errors import InvalidWriteConfig
+from hoodie.errors import InvalidInstant, InvalidWriteConfig
 from hoodie.settings import bool_setting, int_setting
 from hoodie.table import Table
 from hoodie.timeline.instant import (
@@ -158,14 +158,26 @@ def keep_bounds(table: Table, config: ArchivalConfig, clean: CleanConfig) -> tup
     """``(min, max)`` commits to keep: the configured ones, raised to the cleaner's retention
     (``ArchivalUtils.getMinAndMaxInstantsToKeep``)."""
     done = commits(table.timeline)
-    now = parse_instant_time(done[-1].time) if done else dt.datetime.now()
-    ectr = earliest_commit_to_retain(table, clean, now)
+    ectr = earliest_commit_to_retain(table, clean, _newest_calendar_time(done))
     if ectr is None:
         return config.min_commits, config.max_commits
     by_cleaning = sum(1 for c in done if c.time > ectr.time) + 2
     if config.min_commits < by_cleaning:
         return by_cleaning, by_cleaning + config.max_commits - config.min_commits
     return config.min_commits, config.max_commits
+
+
+def _newest_calendar_time(done: Sequence[Instant]) -> dt.datetime:
+    """The newest completed commit's time, as a calendar time (now when there is none). A metadata table
+    starts with instants below every calendar time (``00000000000000000``, ``...010``: its initialization),
+    which say nothing of when now is: they are passed over (found by the chaos campaign: archival of a
+    table whose metadata table had just been created failed with ``InvalidInstant``)."""
+    for instant in reversed(done):
+        try:
+            return parse_instant_time(instant.time)
+        except InvalidInstant:
+            continue
+    return dt.datetime.now()
 
 
 def plan_archival(

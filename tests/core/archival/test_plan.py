@@ -185,3 +185,20 @@ def test_settings_are_checked_as_hudi_checks_them() -> None:
         {"hoodie.keep.min.commits": "4", "hoodie.keep.max.commits": "6", "hoodie.clean.commits.retained": "3"}
     )
     assert (ok.min_commits, ok.max_commits) == (4, 6)
+
+
+@LAYOUTS
+def test_a_metadata_tables_initial_instant_is_no_calendar_time_and_plans_anyway(
+    tmp_path: Path, layout: int
+) -> None:
+    """A metadata table starts with ``00000000000000000`` (v8+; ``...010`` on v6), below every calendar
+    time: the retention is counted from its newest calendar commit (before, archival failed with
+    ``InvalidInstant`` while it was the newest, right after the metadata table was created)."""
+    v8 = "00000000000000000_00000000000000001.deltacommit"
+    init = v8 if layout >= 2 else "00000000000000010.deltacommit"
+    clean = CleanConfig(policy=CleanPolicy.KEEP_LATEST_COMMITS, commits_retained=2)
+    alone = plan(view(tmp_path, [init], layout=layout, mor=True), clean=clean)
+    assert alone.instants == ()
+    assert "1 commit(s) active" in alone.reason
+    names = [init, *commits(9, layout, "deltacommit")]
+    assert times(plan(view(tmp_path, names, layout=layout, mor=True), clean=clean))[:1] == [init[:17]]
