@@ -82,8 +82,11 @@ _JSON = "application/json"
 
 #: The most bytes a request's line and headers may take (nothing here needs more than a few hundred).
 MAX_REQUEST_BYTES = 16 * 1024
-#: The most bytes of a POST body (the API's commands are a few hundred).
-MAX_BODY_BYTES = 8 * 1024
+#: The most bytes of a POST body. The API's commands are a few hundred; Hudi's commit callback
+#: (:mod:`hoodied.commit_callback`) carries the commit's write stats, about 600 bytes a file written, so 4 MiB
+#: holds some 6,000. A larger callback is refused (413, which Hudi's writer logs and ignores) and the table's
+#: next sweep finds the commit.
+MAX_BODY_BYTES = 4 * 1024 * 1024
 #: Seconds a connection has to send its whole request (and, once answered, to take the answer).
 DEFAULT_READ_TIMEOUT = 10.0
 #: Connections open at once for any request; more are accepted for probes only.
