@@ -34,6 +34,7 @@ from hoodie.lock.selection import FILE_SYSTEM_PROVIDER, STORAGE_PROVIDER, lock_p
 from hoodie.storage import Storage
 from hoodied.claims import CLAIMS_FOLDER, Claim, LocalClaim
 from hoodied.config import ZooKeeperSettings
+from hoodied.errors import ServiceError
 
 if TYPE_CHECKING:
     from hoodied.zookeeper import ZooKeeper
@@ -125,6 +126,13 @@ class Coordination(Protocol):
     def on_lost(self, claim: Claim, callback: Callable[[], None]) -> None:
         """Run ``callback`` when ``claim`` is lost before it is released (a ZooKeeper session lost)."""
 
+    def claim_member(self, replica: str) -> Claim:
+        """Join the replicas sharing the tables (:mod:`hoodied.table_split`) as ``replica``, for as long as
+        the claim lives; :class:`~hoodied.errors.ClaimHeld` when a live replica has that name."""
+
+    def members(self) -> tuple[str, ...]:
+        """The replicas sharing the tables now (this one alone in embedded mode)."""
+
 
 class EmbeddedCoordination:
     """One replica: claims in files in the table, the file-system table lock."""
@@ -171,6 +179,12 @@ class EmbeddedCoordination:
 
     def on_lost(self, claim: Claim, callback: Callable[[], None]) -> None:
         """File claims are not lost behind our back (the commit's fence still re-checks them)."""
+
+    def claim_member(self, replica: str) -> Claim:
+        raise ServiceError("an embedded replica shares its tables with nobody")
+
+    def members(self) -> tuple[str, ...]:
+        return ()
 
 
 class ZooKeeperCoordination:
@@ -226,6 +240,17 @@ class ZooKeeperCoordination:
         if register is not None:
             register(callback)
 
+    def claim_member(self, replica: str) -> Claim:
+        return self.zookeeper.claim(MEMBERS_SCOPE, replica)
+
+    def members(self) -> tuple[str, ...]:
+        return tuple(self.zookeeper.claims(MEMBERS_SCOPE))
+
+
+#: The claim scope of the replicas' list (:mod:`hoodied.table_split`); no table key is this one (table keys
+#: end in a digest).
+MEMBERS_SCOPE = "_replicas"
+
 
 def identity(replica: str) -> dict[str, object]:
     """What a claim says about its holder."""
@@ -233,6 +258,7 @@ def identity(replica: str) -> dict[str, object]:
 
 
 __all__ = [
+    "MEMBERS_SCOPE",
     "SCHEDULE_CLAIM",
     "Coordination",
     "EmbeddedCoordination",
