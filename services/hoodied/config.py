@@ -4,6 +4,8 @@ Every key, its default and its meaning (the README's configuration reference is 
 
     replica: NAME                 # name in claims, logs, metrics (default: $HOODIED_REPLICA, or host name)
     poll_interval: 30s            # how often each table's timeline is polled (seconds, or 500ms, 30s, 5m, 1h)
+    poll_interval_max: 10 x poll_interval   # a quiet table's interval grows up to this (5m by default;
+                                  # >= poll_interval; equal: every table at every poll): hoodied.poll_interval
     poll_jitter: 0.1              # polls start up to this fraction of the interval late (drawn once)
     reschedule_interval: 5m       # scheduling is re-evaluated this often even when nothing changed
     zookeeper:                    # absent: embedded mode (one replica, file-system lock, local tables only)
@@ -65,19 +67,20 @@ Every key, its default and its meaning (the README's configuration reference is 
                                   # other table has work due
       max_concurrent_jobs: null   # jobs of this table running at once in a replica (null: no cap but
                                   # spark.max_concurrent_jobs)
+      poll_interval_max: null     # the table's own ceiling of its poll interval (null: the daemon's)
     tables:
       - path: /data/orders        # a table's base path or URI; two entries of one table (however written:
                                   # //, a trailing /, file://, a link, s3a:// for s3://) are an error
         name: orders              # label in metrics and logs (default: the last path segment)
         services / schedule / hoodie / storage_options / takeover_foreign_after / priority /
-        max_concurrent_jobs: as in defaults (hoodie and storage_options merge)
+        max_concurrent_jobs / poll_interval_max: as in defaults (hoodie and storage_options merge)
     discover:
       - root: /data/warehouse     # every folder holding .hoodie/hoodie.properties below root, each table
                                   # once whatever links lead to it; one in tables keeps its entry there
         max_depth: 3
         exclude: ["^tmp_"]        # regular expressions on the path relative to root
         services / schedule / hoodie / storage_options / takeover_foreign_after / priority /
-        max_concurrent_jobs: as in defaults
+        max_concurrent_jobs / poll_interval_max: as in defaults
 
 A bad key or value is a :class:`ConfigError` that names it (``tables[2].schedule[0]: 'compact' is not a
 service (compaction, clustering, clean, indexing, archival)``). A table is one table however its path is
@@ -110,6 +113,7 @@ from hoodied.errors import ServiceError
 from hoodied.executor_code import SHIP_MODES
 from hoodied.job_sizing import SizingSettings, parse_size
 from hoodied.keys import check_keys
+from hoodied.poll_interval import CEILING_FACTOR
 
 _T = TypeVar("_T")
 
@@ -381,6 +385,9 @@ class TableSettings:
     priority: float = 1.0
     #: Jobs of this table running at once in one replica (None: only spark.max_concurrent_jobs caps them).
     max_concurrent_jobs: int | None = None
+    #: Seconds: the ceiling of the table's poll interval (:mod:`hoodied.poll_interval`; None: the daemon's
+    #: ``poll_interval_max``).
+    poll_interval_max: float | None = None
 
 
 @dataclass(frozen=True)
@@ -409,6 +416,9 @@ class DaemonConfig:
 
     replica: str = field(default_factory=default_replica)
     poll_interval: float = 30.0
+    #: The ceiling of a quiet table's poll interval (:mod:`hoodied.poll_interval`), unless its settings set
+    #: their own; at least ``poll_interval``.
+    poll_interval_max: float = 300.0
     poll_jitter: float = 0.1
     reschedule_interval: float = 300.0
     zookeeper: ZooKeeperSettings | None = None
@@ -446,6 +456,10 @@ class DaemonConfig:
     def embedded(self) -> bool:
         return self.zookeeper is None
 
+    def poll_ceiling(self, settings: TableSettings) -> float:
+        """The ceiling of the poll interval of a table with ``settings``: its own, else the daemon's."""
+        return self.poll_interval_max if settings.poll_interval_max is None else settings.poll_interval_max
+
 
 def _parse(raw: object, source: str) -> DaemonConfig:
     top = _Section(raw, "")
@@ -455,9 +469,11 @@ def _parse(raw: object, source: str) -> DaemonConfig:
     poll_interval = top.get("poll_interval", 30.0, parse_duration)
     if poll_interval < 0.1:
         raise ConfigError(f"poll_interval: {poll_interval} s is below 100ms")
+    parse_ceiling = _poll_ceiling(poll_interval)
     config = DaemonConfig(
         replica=replica,
         poll_interval=poll_interval,
+        poll_interval_max=top.get("poll_interval_max", CEILING_FACTOR * poll_interval, parse_ceiling),
         poll_jitter=top.get("poll_jitter", 0.1, _fraction),
         reschedule_interval=top.get("reschedule_interval", 300.0, parse_duration),
         zookeeper=_zookeeper(top.section("zookeeper")) if top.has("zookeeper") else None,
@@ -470,10 +486,10 @@ def _parse(raw: object, source: str) -> DaemonConfig:
     )
     top.used.add("zookeeper")
     defaults_section = top.section("defaults")
-    defaults = _table_settings(defaults_section, TableSettings())
+    defaults = _table_settings(defaults_section, TableSettings(), parse_ceiling)
     defaults_section.done()
-    tables = _tables(top.raw.get("tables"), defaults, top.notes)
-    discover = _discover(top.raw.get("discover"), defaults, top.notes)
+    tables = _tables(top.raw.get("tables"), defaults, top.notes, parse_ceiling)
+    discover = _discover(top.raw.get("discover"), defaults, top.notes, parse_ceiling)
     top.used.update(("tables", "discover"))
     top.done()
     if not tables and not discover:
@@ -632,7 +648,25 @@ def _priority(value: object, where: str) -> float:
     return float(value)
 
 
-def _table_settings(s: _Section, base: TableSettings) -> TableSettings:
+def _poll_ceiling(poll_interval: float) -> Callable[[object, str], float]:
+    """The parser of a ``poll_interval_max``: a duration no shorter than ``poll_interval`` (a table polled
+    more often than every poll cannot be)."""
+
+    def parse(value: object, where: str) -> float:
+        seconds = parse_duration(value, where)
+        if seconds < poll_interval:
+            raise ConfigError(
+                f"{where}: {value!r} is below poll_interval ({poll_interval:g} s): a quiet table's interval "
+                "grows from poll_interval up to it"
+            )
+        return seconds
+
+    return parse
+
+
+def _table_settings(
+    s: _Section, base: TableSettings, parse_ceiling: Callable[[object, str], float]
+) -> TableSettings:
     hoodie: dict[str, str] = s.get("hoodie", {}, _string_map)
     for key in hoodie:
         if not key.startswith("hoodie."):
@@ -651,6 +685,7 @@ def _table_settings(s: _Section, base: TableSettings) -> TableSettings:
         ),
         priority=s.get("priority", base.priority, _priority),
         max_concurrent_jobs=s.get("max_concurrent_jobs", base.max_concurrent_jobs, _int(1)),
+        poll_interval_max=s.get("poll_interval_max", base.poll_interval_max, parse_ceiling),
     )
     missing = [svc for svc in settings.schedule if svc not in settings.services]
     if missing and not s.has("schedule"):  # inherited: schedule what this table runs
@@ -685,7 +720,9 @@ def check_hoodie_settings(settings: Mapping[str, str], where: str) -> None:
             raise ConfigError(f"{where}: {e}") from None
 
 
-def _tables(raw: object, defaults: TableSettings, notes: list[str]) -> list[TableEntry]:
+def _tables(
+    raw: object, defaults: TableSettings, notes: list[str], parse_ceiling: Callable[[object, str], float]
+) -> list[TableEntry]:
     if raw is None:
         return []
     if not isinstance(raw, list):
@@ -698,7 +735,7 @@ def _tables(raw: object, defaults: TableSettings, notes: list[str]) -> list[Tabl
         if not path:
             raise ConfigError(f"{s.path('path')}: required")
         name = s.get("name", None, _label)
-        settings = _fit_store_to_lease(s, path, _table_settings(s, defaults))
+        settings = _fit_store_to_lease(s, path, _table_settings(s, defaults, parse_ceiling))
         try:
             identity = table_identity(path, settings.storage_options)
         except StorageError as e:
@@ -729,7 +766,9 @@ def _label(value: object, where: str) -> str | None:
     return text
 
 
-def _discover(raw: object, defaults: TableSettings, notes: list[str]) -> list[DiscoveryRoot]:
+def _discover(
+    raw: object, defaults: TableSettings, notes: list[str], parse_ceiling: Callable[[object, str], float]
+) -> list[DiscoveryRoot]:
     if raw is None:
         return []
     if not isinstance(raw, list):
@@ -745,7 +784,7 @@ def _discover(raw: object, defaults: TableSettings, notes: list[str]) -> list[Di
                 root=root,
                 max_depth=s.get("max_depth", 3, _int(1)),
                 exclude=s.get("exclude", (), _regexes),
-                settings=_fit_store_to_lease(s, root, _table_settings(s, defaults)),
+                settings=_fit_store_to_lease(s, root, _table_settings(s, defaults, parse_ceiling)),
             )
         )
         s.done()

@@ -388,6 +388,7 @@ def _table_status(t: WatchedTable, holders: Mapping[str, Mapping[str, object]]) 
         },
         "priority": t.settings.priority,
         "max_concurrent_jobs": t.settings.max_concurrent_jobs,
+        "poll_interval": t.poll_interval,
         "urgency": {
             s: urgency(s, t.backlog, t.settings.priority) for s, instants in t.pending.items() if instants
         },

@@ -94,6 +94,7 @@ METRIC_NAMES: Final = frozenset(
         "hoodied_table_poll_seconds",
         "hoodied_last_successful_poll_timestamp_seconds",
         "hoodied_table_poll_failures_total",
+        "hoodied_table_poll_interval_seconds",
         "hoodied_storage_requests_total",
         "hoodied_active_timeline_instants",
         "hoodied_instants_archived_total",
@@ -262,6 +263,12 @@ class Metrics:
         )
         self.table_poll_failures = self._counter(
             "hoodied_table_poll_failures_total", "Polls of a table that failed, by table.", ("table",)
+        )
+        self.table_poll_interval_seconds = self._gauge(
+            "hoodied_table_poll_interval_seconds",
+            "Seconds between a table's polls now: poll_interval, growing while the table stays quiet up to "
+            "its poll_interval_max (hoodied.poll_interval).",
+            ("table",),
         )
         # -- backlog (hoodie.backlog) and the control plane (hoodied.control) --------------------------------
         self.table_delta_commits_since_compaction = self._gauge(

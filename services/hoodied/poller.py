@@ -30,6 +30,15 @@ backlog is measured again (:mod:`hoodie.backlog`; the metadata of new writes is 
 runnable work is ordered by urgency (:mod:`hoodied.urgency`), and every service's next step is explained
 (:mod:`hoodied.explain`). A draining table with no job left on any replica is set to paused.
 
+Each table is polled at an interval of its own (:mod:`hoodied.poll_interval`): the base ``poll_interval``,
+growing while its polls find it quiet (listing unchanged, nothing pending, no job of ours running on it or
+ended since, its control document unchanged) up to its ``poll_interval_max``, and back to the base at once
+on any change. The poll skips a table that is not due yet as it skips one backing off (its items stay
+offered); the control documents are read first, so an operator's command makes its table due in the same
+poll, and a job of ours on a table that ended makes the table due at the next. A table whose services
+hoodied schedules is due at the latest when its scheduling is (``reschedule_interval``: time-based
+triggers).
+
 A *quiet* table costs its listing and little else: nothing was pending on it at its last evaluation, and
 its listing, its control document and its scheduling reasons are still those of then. Its pending instants,
 work, urgencies and explanations would come out the same, so they are neither computed nor exported again
@@ -72,6 +81,7 @@ from hoodied.listing import Listed, ListingAhead, list_timeline
 from hoodied.logs import log_context
 from hoodied.metrics import Metrics
 from hoodied.ownership import decide
+from hoodied.poll_interval import PollIntervals
 from hoodied.runner import Runner
 from hoodied.scheduler import Scheduler
 from hoodied.urgency import urgency
@@ -213,7 +223,16 @@ class Poller:
             items: list[WorkItem] = []
             errors = 0
             tables = self.tables()
-            due = [t for t in tables if self._clock() >= t.retry_at]  # not backing off after a failure
+            commanded: set[WatchedTable] = set()  # tables whose control document changed
+            if controls is not None:
+                for table in tables:
+                    control = controls.get(table.key, TableControl())
+                    if control != table.control:
+                        commanded.add(table)
+                        self._restart_interval(table)
+                    table.control = control
+            # Not backing off after a failure, and due by its poll interval.
+            due = [t for t in tables if self._clock() >= t.retry_at and self._interval_due(t, started)]
             # The requests each poll of a table makes, counted from before its listing (ahead or not).
             counted = {t.uri: t.storage.requests.snapshot() for t in due if not t.storage.is_local}
             with ListingAhead(due, self._clock()) as ahead:
@@ -221,10 +240,8 @@ class Poller:
                     if self._stopping.is_set():
                         ahead.cancel()
                         break
-                    if controls is not None:
-                        table.control = controls.get(table.key, TableControl())
                     self._runner.apply_control(table)
-                    if self._clock() < table.retry_at:
+                    if self._clock() < table.retry_at or not self._interval_due(table, started):
                         items.extend(table.items)
                         continue
                     t0 = self._clock()
@@ -232,10 +249,12 @@ class Poller:
                     requests = counted.get(table.uri)
                     if requests is None:
                         requests = table.storage.requests.snapshot()
+                    jobs_ended = table.jobs_ended
                     with log_context(table=table.name):
                         try:
                             changed = self._poll_table(table, ahead.get(table))
                             table.failures, table.last_error = 0, None
+                            self._pace(table, started, jobs_ended, changed=changed or table in commanded)
                             if changed and table.items and self._polls:
                                 self._runner.add(table.items)
                         except Exception as e:
@@ -275,11 +294,47 @@ class Poller:
             self._control_error = None
         return controls
 
+    def _intervals(self, table: WatchedTable) -> PollIntervals:
+        return PollIntervals(self.config.poll_interval, self.config.poll_ceiling(table.settings))
+
+    def _interval_due(self, table: WatchedTable, now: float) -> bool:
+        """The table's poll interval passed since its last poll, or a job of ours on it ended since then."""
+        return now >= table.poll_due_at or table.jobs_ended != table.jobs_ended_polled
+
+    def _restart_interval(self, table: WatchedTable) -> None:
+        """Back to the base interval, and due at once (an operator's command, a failed poll)."""
+        table.poll_interval = self.config.poll_interval
+        table.poll_due_at = float("-inf")
+        self.metrics.table_poll_interval_seconds.labels(table.name).set(table.poll_interval)
+
+    def _pace(self, table: WatchedTable, started: float, jobs_ended: int, *, changed: bool) -> None:
+        """Set the table's poll interval (:mod:`hoodied.poll_interval`) after a poll that began at
+        ``started``: grown when the poll found it quiet, else the base. ``jobs_ended``: the runner's count of
+        the table's ended jobs when its poll began; ``changed``: its listing or its control document
+        changed."""
+        quiet = (
+            not changed
+            and not any(table.pending.values())
+            and table.jobs_ended == table.jobs_ended_polled
+            and not any(item.table is table for item in self._runner.running)
+        )
+        intervals = self._intervals(table)
+        table.poll_interval = intervals.after(table.poll_interval, quiet=quiet)
+        table.jobs_ended_polled = jobs_ended
+        table.polls += 1
+        table.poll_due_at = started + intervals.wait(table.poll_interval, table.key, table.polls)
+        if table.settings.schedule and table.control.claims_allowed and table.held is None:
+            # Time-based triggers: its scheduling comes due every reschedule_interval without a change.
+            due = table.scheduled_at + self.config.reschedule_interval - intervals.base / 2
+            table.poll_due_at = min(table.poll_due_at, due)
+        self.metrics.table_poll_interval_seconds.labels(table.name).set(table.poll_interval)
+
     def _table_failed(self, table: WatchedTable, e: BaseException) -> None:
         self._failures.append(f"table {table.name}: cannot poll: {type(e).__name__}: {e}")
         table.failures += 1
         delay = self.config.jobs.retry_delay(table.failures)
         table.retry_at = self._clock() + delay
+        self._restart_interval(table)
         table.items = ()
         table.evaluated = None
         table.listed_folder_time_ns = None

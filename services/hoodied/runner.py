@@ -265,6 +265,7 @@ class Runner:
                     item, False, "failed", f"cannot claim: {type(e).__name__}: {e}", self._clock()
                 )
                 self._record(item, outcome)
+                self._ended(table)
                 return outcome
             self.metrics.claims_held.inc()
             try:
@@ -272,6 +273,13 @@ class Runner:
             finally:
                 claim.release()
                 self.metrics.claims_held.dec()
+                self._ended(table)
+
+    def _ended(self, table: WatchedTable) -> None:
+        """A job of ours on ``table`` ended (whatever its outcome): the poller polls the table at its next
+        poll, at the base interval (:mod:`hoodied.poll_interval`), since the job may have changed it."""
+        with self._cond:
+            table.jobs_ended += 1
 
     def _run_claimed(self, item: WorkItem, claim: Claim) -> JobOutcome | None:
         table = item.table

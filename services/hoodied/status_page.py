@@ -365,6 +365,9 @@ def _backlog(out: list[str], table: Mapping[str, object]) -> None:
         if key in table:
             shown = "no cap" if table[key] is None else _count(table[key])
             settings.append(f'<tr><th scope="row">{label}</th><td class="num">{shown}</td></tr>')
+    if table.get("poll_interval") is not None:
+        every = _duration(table["poll_interval"])
+        settings.append(f'<tr><th scope="row">Polled every</th><td class="num">{every}</td></tr>')
     if settings:
         out.append("<table><caption>Urgency and limits</caption><tbody>")
         out.extend(settings)

@@ -94,6 +94,16 @@ class WatchedTable:
     scheduled_listing: frozenset[str] | None = None
     failures: int = 0
     retry_at: float = 0.0
+    #: Seconds between its polls now (hoodied.poll_interval; None before its first poll), and the poller's
+    #: monotonic time from which it is due again.
+    poll_interval: float | None = None
+    poll_due_at: float = float("-inf")
+    #: Its polls that succeeded (what draws each wait's jitter apart from the last).
+    polls: int = 0
+    #: Jobs of ours on the table that ended (the runner counts them), and that count as of its last poll: a
+    #: job that ended since makes the table due at once.
+    jobs_ended: int = 0
+    jobs_ended_polled: int = 0
     last_error: str | None = None
     schedule_error: str | None = None  # why the last scheduling of a service failed (the poll went on)
     held: str | None = None  # why no service may run on the table now (a pending restore)

@@ -43,6 +43,7 @@ def test_defaults() -> None:
     config = _parse("tables: [/data/t]")
     assert config.embedded
     assert config.poll_interval == 30.0
+    assert config.poll_interval_max == 300.0  # 10 x poll_interval
     assert config.poll_jitter == 0.1
     assert config.spark.master == "local[*]"
     assert config.spark.max_concurrent_jobs == 2
@@ -96,6 +97,20 @@ def test_retry_delay_doubles_up_to_the_cap() -> None:
         ("poll_interval: fast\ntables: [/x]", "poll_interval: 'fast' is not a duration"),
         ("poll_interval: 0\ntables: [/x]", "poll_interval: 0.0 s is below 100ms"),
         ("poll_jitter: 2\ntables: [/x]", "poll_jitter: expected a fraction"),
+        (
+            "poll_interval: 1m\npoll_interval_max: 30s\ntables: [/x]",
+            "poll_interval_max: '30s' is below poll_interval (60 s)",
+        ),
+        (
+            "poll_interval_max: 29\ntables: [{path: /x, poll_interval_max: 1h}]",
+            "poll_interval_max: 29 is below poll_interval (30 s)",
+        ),
+        (
+            "tables: [{path: /x, poll_interval_max: 10s}]",
+            "tables[0].poll_interval_max: '10s' is below poll_interval (30 s)",
+        ),
+        ("defaults: {poll_interval_max: 1}\ntables: [/x]", "defaults.poll_interval_max: 1 is below"),
+        ("discover: [{root: /x, poll_interval_max: .inf}]", "discover[0].poll_interval_max: inf is infinite"),
         (
             "tables: [{path: /x, hoodie: {hoodie.clean.policy: NOPE}}]",
             "tables[0].hoodie: hoodie.clean.policy='NOPE'",
@@ -206,6 +221,23 @@ def test_settings_hoodied_does_not_read_are_warnings() -> None:
 def test_a_missing_file_is_an_error_naming_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"cannot read the configuration .*nope\.yaml"):
         DaemonConfig.load(tmp_path / "nope.yaml")
+
+
+def test_the_poll_interval_ceiling_defaults_to_ten_intervals_and_a_table_may_set_its_own() -> None:
+    config = _parse(
+        """
+        poll_interval: 1m
+        defaults: {poll_interval_max: 20m}
+        tables: [/a, {path: /b, poll_interval_max: 1m}]
+        discover: [{root: /lake}]
+        """
+    )
+    assert config.poll_interval_max == 600.0
+    a, b = config.tables
+    assert [config.poll_ceiling(t.settings) for t in (a, b)] == [1200.0, 60.0]
+    assert config.poll_ceiling(config.discover[0].settings) == 1200.0
+    own = _parse("poll_interval: 1m\npoll_interval_max: 2h\ntables: [/a]")
+    assert own.poll_ceiling(own.tables[0].settings) == 7200.0
 
 
 def test_inherited_schedule_keeps_to_the_services_a_table_runs() -> None:

@@ -157,6 +157,7 @@ def test_forget_table_removes_only_that_tables_series() -> None:
         assert value(m, "hoodied_pending_instants", table=table, action="compaction") == 3.0
         assert value(m, "hoodied_jobs_failed_total", table=table, action="clean", kind="conflict") == 1.0
         assert value(m, "hoodied_table_poll_failures_total", table=table) == 1.0
+        assert value(m, "hoodied_table_poll_interval_seconds", table=table) == 60.0
     m.forget_table("no-such-table")  # nothing to remove: no error
     m.set_pending("orders", "compaction", 1, 1.0)  # a table forgotten can come back
     assert value(m, "hoodied_pending_instants", table="orders", action="compaction") == 1.0
@@ -172,6 +173,7 @@ def touch_everything_of(m: Metrics, table: str) -> None:
     m.instants_scheduled.labels(table, "compaction").inc()
     m.instants_given_up.labels(table, "compaction").inc()
     m.table_poll_finished(table, 0.1, ok=False)
+    m.table_poll_interval_seconds.labels(table).set(60.0)
     m.count_requests(table, "poll", {"LIST": 1})
     m.active_timeline_instants.labels(table).set(12)
     m.instants_archived.labels(table).inc(3)

@@ -123,6 +123,7 @@ def test_the_embedded_daemon_on_s3(s3_server: S3Server, tmp_path: Path, spark: A
             f"""
             metrics: {{port: null}}
             reschedule_interval: 1h
+            poll_interval_max: 30s  # every poll lists the table (below: what an idle poll costs)
             defaults:
               schedule: [compaction]
               hoodie: {{hoodie.compact.inline.max.delta.commits: 1}}

@@ -1,9 +1,11 @@
 """The poll over many idle tables (``hoodied.poller``, ``hoodied.listing``): one request a table while
 nothing changes, on local disk and on S3; what changes (a new instant, an operator's command, a folder
-written just now) is seen at the next poll."""
+written just now) is seen at the next poll of the table. A quiet table is polled less often, up to its
+ceiling, and any change brings it back to every poll (``hoodied.poll_interval``)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import time
@@ -15,7 +17,9 @@ import pytest
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.lock import lock_for_table
 from hoodie.storage import Storage
-from hoodie.testing.generate import GenerateSpec, generate_table
+from hoodie.testing.generate import GenerateSpec, TripGenerator, generate_table
+from hoodie.testing.table_writer import TableWriter
+from hoodie.timeline.instant import Instant, State
 from hoodied.config import DaemonConfig
 from hoodied.control import Command, FileControlStore, apply_command
 from hoodied.coordination import EmbeddedCoordination
@@ -25,11 +29,14 @@ from hoodied.health import Heartbeats
 from hoodied.listing import CONFIG_MAX_AGE, QUIET_FOLDER_AGE
 from hoodied.metrics import Metrics
 from hoodied.supervisor import Supervisor
-from hoodied.work import WatchedTable
+from hoodied.work import WatchedTable, WorkItem
 from support.s3_server import S3Server
 
 #: Tables of a fleet: enough that a cost per poll would not hide in a cost per table.
 FLEET = 24
+#: Every table at every poll (a quiet table's interval does not grow: hoodied.poll_interval), for the tests
+#: of what one poll of a table costs and sees.
+EVERY_POLL = "poll_interval_max: 30s\n"
 
 
 def _template(root: Path) -> Path:
@@ -92,7 +99,7 @@ def _idle_requests(supervisor: Supervisor, polls: int) -> dict[str, int]:
 def test_an_idle_poll_costs_a_look_at_each_timeline_folder_on_local_disk(tmp_path: Path) -> None:
     """A local timeline folder unchanged since it was listed is not listed again: its time vouches for the
     listing (one stat a table a poll), and the poll's figures stay what they were."""
-    supervisor, _ = _supervisor(_local_fleet(tmp_path, FLEET), tmp_path / "state")
+    supervisor, _ = _supervisor(_local_fleet(tmp_path, FLEET), tmp_path / "state", EVERY_POLL)
     supervisor.poll()  # cold: configs, listings, backlogs
     exported = supervisor.metrics.exposition()
     assert _idle_requests(supervisor, 3) == {"HEAD": 3 * FLEET}
@@ -105,7 +112,7 @@ def test_an_idle_poll_costs_a_look_at_each_timeline_folder_on_local_disk(tmp_pat
 def test_a_folder_written_just_now_is_listed_at_every_poll(tmp_path: Path) -> None:
     """A folder time younger than QUIET_FOLDER_AGE vouches for nothing (a file added within the same tick of
     the file system's clock would not change it): such a folder is listed at every poll."""
-    supervisor, _ = _supervisor(_local_fleet(tmp_path, 3, aged=False), tmp_path / "state")
+    supervisor, _ = _supervisor(_local_fleet(tmp_path, 3, aged=False), tmp_path / "state", EVERY_POLL)
     supervisor.poll()
     if any(t.listed_folder_time_ns is not None for t in supervisor.tables()):
         pytest.skip(f"building the tables took more than {QUIET_FOLDER_AGE} s")
@@ -114,7 +121,7 @@ def test_a_folder_written_just_now_is_listed_at_every_poll(tmp_path: Path) -> No
 
 def test_a_new_instant_on_a_quiet_table_is_offered_at_the_next_poll(tmp_path: Path) -> None:
     uris = _local_fleet(tmp_path, 3)
-    supervisor, _ = _supervisor(uris, tmp_path / "state")
+    supervisor, _ = _supervisor(uris, tmp_path / "state", EVERY_POLL)
     supervisor.poll()
     supervisor.poll()
     storage = Storage.for_uri(uris[1])
@@ -169,7 +176,7 @@ def test_an_idle_poll_costs_one_listing_a_table_on_s3(s3_server: S3Server, tmp_p
     poll go out together (LISTING_THREADS at once)."""
     template = _template(tmp_path)
     uris = [s3_server.upload(template, f"s3://lake/fleet-{tmp_path.name}/t{i:02d}") for i in range(FLEET)]
-    supervisor, _ = _supervisor(uris, tmp_path / "state")
+    supervisor, _ = _supervisor(uris, tmp_path / "state", EVERY_POLL)
     supervisor.poll()
     assert _idle_requests(supervisor, 2) == {"LIST": 2 * FLEET}
     assert all(t.evaluated is not None for t in supervisor.tables())
@@ -275,3 +282,142 @@ def test_a_pause_given_under_one_name_holds_the_table_under_another(
     assert table_b.blocked["compaction"] == ("paused", "table paused by ops: backfill")
     assert b.metrics.registry.get_sample_value("hoodied_table_paused", {"table": "b"}) == 1
     assert '"state": "paused"' in capsys.readouterr().out
+
+
+# -- adaptive polling (hoodied.poll_interval) ----------------------------------------------------------------
+
+BASE, CEILING = 10.0, 80.0
+PACED = f"poll_interval: {BASE:g}s\npoll_interval_max: {CEILING:g}s\n"
+
+
+def _paced(tmp_path: Path, n: int = 1) -> tuple[Daemon, Supervisor, Clock, list[WatchedTable]]:
+    """A daemon of ``n`` quiet tables polled every BASE seconds of its clock, up to every CEILING."""
+    clock = Clock()
+    uris = ", ".join(f"'{u}'" for u in _local_fleet(tmp_path, n))
+    daemon = _daemon(f"{PACED}tables: [{uris}]", tmp_path / "state", clock)
+    assert daemon.supervisor is not None
+    daemon.supervisor.refresh_tables()
+    return daemon, daemon.supervisor, clock, daemon.supervisor.tables()
+
+
+def _looked_at(supervisor: Supervisor, clock: Clock) -> set[str]:
+    """Poll at ``clock``'s time, then move it on by BASE (the daemon's loop); the tables the poll looked at
+    (made a storage request for)."""
+    before = {t.name: t.storage.requests.snapshot() for t in supervisor.tables()}
+    supervisor.poll()
+    clock.now += BASE
+    return {t.name for t in supervisor.tables() if t.storage.requests.snapshot() != before[t.name]}
+
+
+def _until_looked_at(supervisor: Supervisor, clock: Clock, table: WatchedTable) -> float:
+    """Poll until a poll looks at ``table`` (at most CEILING later); the clock time of that poll."""
+    for _ in range(int(CEILING / BASE) + 1):
+        at = clock.now
+        if table.name in _looked_at(supervisor, clock):
+            return at
+    raise AssertionError(f"{table.name} was not polled within {CEILING} s")
+
+
+def _at_the_ceiling(supervisor: Supervisor, clock: Clock, table: WatchedTable) -> None:
+    """Poll until ``table`` is at its ceiling and was polled just now (its next poll is far)."""
+    for _ in range(20):
+        _until_looked_at(supervisor, clock, table)
+        if table.poll_interval == CEILING:
+            assert table.name not in _looked_at(supervisor, clock)
+            return
+    raise AssertionError(f"{table.name} stays at {table.poll_interval} s")
+
+
+def _interval_shown(daemon: Daemon, table: WatchedTable) -> tuple[object, float | None]:
+    """The table's interval in ``/status`` and in its gauge."""
+    status = daemon.status()["tables"][table.name]  # type: ignore[index]
+    gauge = daemon.metrics.registry.get_sample_value(
+        "hoodied_table_poll_interval_seconds", {"table": table.name}
+    )
+    return status["poll_interval"], gauge
+
+
+def test_a_quiet_table_is_polled_less_often_up_to_its_ceiling(tmp_path: Path) -> None:
+    """Polls every BASE seconds for ten minutes: a quiet table's interval doubles at each of its polls up to
+    the ceiling, never beyond, so it is looked at (one request) a few times instead of at every poll; its
+    interval shows in ``/status`` and in its gauge."""
+    daemon, supervisor, clock, (table,) = _paced(tmp_path)
+    assert _interval_shown(daemon, table) == (None, None)  # not polled yet
+    polled = [clock.now for _ in range(60) if table.name in _looked_at(supervisor, clock)]
+    gaps = [b - a for a, b in itertools.pairwise(polled)]
+    assert gaps[:2] == [BASE, 2 * BASE], gaps  # cold at the base, then quiet: doubled
+    assert gaps[:4] == sorted(gaps[:4]), gaps
+    assert all(gap <= CEILING for gap in gaps), gaps
+    assert all(gap >= CEILING - BASE for gap in gaps[3:]), gaps  # at the ceiling (less its jitter)
+    assert len(polled) <= 12, f"{len(polled)} polls of 60 looked at a quiet table"
+    assert table.poll_interval == CEILING
+    assert _interval_shown(daemon, table) == (CEILING, CEILING)
+
+
+def test_quiet_tables_fall_due_apart(tmp_path: Path) -> None:
+    """Tables that fell quiet together do not keep coming due in the same polls: the jitter of each wait
+    spreads a fleet's polls out. (A jitter fixed per table leaves most of the fleet in step: a poll of this
+    window then looks at more than two thirds of it.)"""
+    _, supervisor, clock, tables = _paced(tmp_path, FLEET)
+    for _ in range(60):
+        _looked_at(supervisor, clock)
+    assert all(t.poll_interval == CEILING for t in tables)
+    per_poll = [len(_looked_at(supervisor, clock)) for _ in range(60)]
+    assert sum(per_poll) >= FLEET * 60 * BASE / CEILING  # each table at least once a ceiling
+    assert max(per_poll) <= FLEET * 2 / 3, per_poll
+
+
+def test_a_new_instant_brings_a_quiet_table_back_to_the_base_at_once(tmp_path: Path) -> None:
+    """A commit written on a table at its ceiling is seen at the table's next poll (within the ceiling); that
+    poll puts it at the base, so the poll after looks at it again."""
+    daemon, supervisor, clock, (table,) = _paced(tmp_path)
+    _at_the_ceiling(supervisor, clock, table)
+    listing = table.listing
+    gen = TripGenerator(seed=9, partitions=1)
+    TableWriter.open(table.uri).insert(gen.rows(gen.keys(5)))
+    _until_looked_at(supervisor, clock, table)
+    assert table.listing != listing
+    assert table.poll_interval == BASE
+    assert _interval_shown(daemon, table) == (BASE, BASE)
+    assert table.name in _looked_at(supervisor, clock)
+
+
+def test_a_table_with_a_pending_instant_is_polled_at_every_poll(tmp_path: Path) -> None:
+    """Claims and takeovers move without the timeline: while an instant is pending on a table, each poll
+    looks at it, however long its timeline stays as it is."""
+    _, supervisor, clock, (table,) = _paced(tmp_path)
+    _at_the_ceiling(supervisor, clock, table)
+    instant = schedule_compaction(table.storage, lock_for_table(table.storage, {})).instant
+    assert instant is not None
+    _until_looked_at(supervisor, clock, table)
+    for _ in range(12):
+        assert table.name in _looked_at(supervisor, clock)
+        assert table.poll_interval == BASE
+        assert [item.instant for item in table.items] == [instant]
+
+
+def test_a_job_of_ours_ending_on_a_table_brings_it_back_to_the_base_at_once(tmp_path: Path) -> None:
+    """A run of ours on a table at its ceiling ends (here one that finds its instant gone: the timeline stays
+    as it was): the next poll looks at the table, at the base."""
+    _, supervisor, clock, (table,) = _paced(tmp_path)
+    _at_the_ceiling(supervisor, clock, table)
+    gone = Instant("20990101000000000", "compaction", State.REQUESTED)
+    assert supervisor.run_item(WorkItem(table, "compaction", gone)) is None
+    listing = table.listing
+    assert table.name in _looked_at(supervisor, clock)
+    assert table.listing == listing
+    assert table.poll_interval == BASE
+
+
+def test_an_operators_command_brings_a_quiet_table_back_to_the_base_at_once(tmp_path: Path) -> None:
+    """A pause for a table at its ceiling is read at the start of the next poll, which then polls the table
+    (it says it is paused) at the base; the document unchanged, the table grows quiet again."""
+    _, supervisor, clock, (table,) = _paced(tmp_path)
+    _at_the_ceiling(supervisor, clock, table)
+    assert supervisor.control is not None
+    supervisor.control.update(table.key, lambda c: apply_command(c, Command("pause", by="ops", reason="fix")))
+    assert table.name in _looked_at(supervisor, clock)
+    assert table.poll_interval == BASE
+    assert table.blocked["compaction"] == ("paused", "table paused by ops: fix")
+    assert table.name in _looked_at(supervisor, clock)
+    assert table.poll_interval == 2 * BASE
