@@ -421,3 +421,22 @@ def test_an_operators_command_brings_a_quiet_table_back_to_the_base_at_once(tmp_
     assert table.blocked["compaction"] == ("paused", "table paused by ops: fix")
     assert table.name in _looked_at(supervisor, clock)
     assert table.poll_interval == 2 * BASE
+
+
+def test_a_quiet_table_is_polled_when_its_scheduling_comes_due(tmp_path: Path) -> None:
+    """Time-based triggers move without the timeline: a quiet table whose compaction hoodied schedules is
+    polled (and its scheduling evaluated) at least every reschedule_interval, below its ceiling."""
+    clock = Clock()
+    (uri,) = _local_fleet(tmp_path, 1)
+    text = f"{PACED}reschedule_interval: 40s\ntables: [{{path: '{uri}', schedule: [compaction]}}]"
+    daemon = _daemon(text, tmp_path / "state", clock)
+    supervisor = daemon.supervisor
+    assert supervisor is not None
+    supervisor.refresh_tables()
+    (table,) = supervisor.tables()
+    polled = [clock.now for _ in range(60) if table.name in _looked_at(supervisor, clock)]
+    gaps = [b - a for a, b in itertools.pairwise(polled)]
+    assert all(gap <= 40.0 for gap in gaps), gaps
+    assert gaps[-3:] == [40.0] * 3, gaps
+    assert "does not fire" in table.schedule_reasons["compaction"]
+    assert table.poll_interval == CEILING  # quiet all along: its scheduling requested nothing

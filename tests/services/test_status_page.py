@@ -112,6 +112,7 @@ def realistic_status() -> dict[str, object]:
                 },
                 "priority": 1.0,
                 "max_concurrent_jobs": 2,
+                "poll_interval": 240.0,
                 "urgency": {"compaction": 4.0, "clean": 1.5},
                 "backlog": {
                     "delta_commits_since_compaction": 7,
@@ -220,6 +221,7 @@ def test_realistic_page_is_a_complete_document() -> None:
     assert "hoodied-1 (worker-8:4242)" in text
     assert "unclaimed" in text
     assert "trigger NUM_COMMITS: 3 of 5" in text
+    assert "Polled every 4m 0s" in text  # a quiet table's poll interval
     assert 'scope="col"' in page
     assert 'scope="row"' in page
     assert "<caption>" in page
