@@ -37,7 +37,8 @@ on any change. The poll skips a table that is not due yet as it skips one backin
 offered); the control documents are read first, so an operator's command makes its table due in the same
 poll, and a job of ours on a table that ended makes the table due at the next. A table whose services
 hoodied schedules is due at the latest when its scheduling is (``reschedule_interval``: time-based
-triggers).
+triggers). Between its polls a table's gauges keep their values, the seconds since each service's last
+success included.
 
 A *quiet* table costs its listing and little else: nothing was pending on it at its last evaluation, and
 its listing, its control document and its scheduling reasons are still those of then. Its pending instants,
