@@ -15,6 +15,8 @@ GET      ``/api/v1/tables/<table>``                  one table
 GET      ``/api/v1/tables/<table>/history?limit=N``  the table's history, newest first
 POST     ``/api/v1/tables/<table>/<command>``        pause, resume, drain, trigger, cancel, retry; body:
                                                      ``{"service", "instant", "reason", "by"}`` (JSON)
+POST     ``/api/v1/commits``                         Hudi's write-commit callback (its own key, not the
+                                                     admin token: :mod:`hoodied.commit_callback`)
 =======  ==========================================  ====================================================
 
 Errors are JSON ``{"error": "..."}`` with 400 (a bad command), 401, 403, 404 (no such table or path), 409
@@ -49,6 +51,8 @@ from urllib.parse import parse_qs, unquote
 
 from hoodie.storage.redact import dumps_redacted
 from hoodied.commands import check_command, issue, pending_times
+from hoodied.commit_callback import PATH as COMMIT_CALLBACK_PATH
+from hoodied.commit_callback import SOURCE, CommitCallback
 from hoodied.control import Command, ControlError, ControlStore, NotPending, check_one_line, read_token
 from hoodied.history import read_history
 from hoodied.metrics import Metrics
@@ -95,8 +99,10 @@ class Api:
         token_file: str | None,
         metrics: Metrics,
         history_keep: int,
+        commit_callback: CommitCallback | None = None,
     ) -> None:
         self.replica = replica
+        self._commit_callback = commit_callback
         self._status = status
         self._tables = tables
         self._store = store
@@ -135,6 +141,8 @@ class Api:
         return _error(HTTPStatus.NOT_FOUND, f"no such path: {path}")
 
     def post(self, path: str, headers: Mapping[str, str], body: bytes, client: str) -> Reply:
+        if path.rstrip("/") == COMMIT_CALLBACK_PATH:
+            return self._commit(headers, body, client)
         parts = [unquote(p) for p in path.removeprefix("/api/v1").strip("/").split("/") if p]
         if len(parts) != 3 or parts[0] != "tables":
             return _error(HTTPStatus.NOT_FOUND, f"no such path: {path}")
@@ -184,6 +192,17 @@ class Api:
         return _json(
             HTTPStatus.OK, {"table": table.name, "command": command.command, "control": written.to_json()}
         )
+
+    def _commit(self, headers: Mapping[str, str], body: bytes, client: str) -> Reply:
+        """A Hudi writer's commit callback (:mod:`hoodied.commit_callback`)."""
+        if self._commit_callback is None:
+            return _error(HTTPStatus.FORBIDDEN, "commit callbacks are off on this daemon")
+        answer = self._commit_callback.receive(headers, body)
+        if answer.status >= HTTPStatus.BAD_REQUEST:  # (one received is counted by the poller, which takes it)
+            outcome = "malformed" if answer.status == HTTPStatus.BAD_REQUEST else "refused"
+            self._metrics.change_events.labels(SOURCE, outcome).inc()
+            logger.warning("refused a commit callback from %s: %s", client, answer.body.get("error"))
+        return _json(answer.status, answer.body)
 
     def _authorize(self, headers: Mapping[str, str]) -> Reply | None:
         """None when ``headers`` carry the admin token; else the refusal (see the module docstring)."""

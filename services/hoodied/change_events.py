@@ -85,6 +85,11 @@ class ChangeEvents:
             taken, self._queued = self._queued, {}
         return taken
 
+    def totals(self) -> tuple[dict[str, int], dict[str, int], dict[str, float]]:
+        """A snapshot of the counts so far: events received by source, dropped by reason, lag by source."""
+        with self._guard:
+            return dict(self.received), dict(self.dropped), dict(self.lag)
+
     def pending(self) -> int:
         with self._guard:
             return len(self._queued)

@@ -49,6 +49,15 @@ Every key, its default and its meaning (the README's configuration reference is 
       state_dir: ~/.local/state/hoodied   # embedded mode: where the control documents live (ZooKeeper
                                   # keeps them under <base_path>/control otherwise)
       history_keep: 500           # records kept in each table's history (.hoodie/.aux/hoodied/history)
+    notifications:                # change events: a table is read when one names it (hoodied.change_events)
+      commit_callback_key_file: null  # file holding the key Hudi writers' commit callback must carry
+                                  # (hoodie.write.commit.callback.http.api.key; POST /api/v1/commits on
+                                  # metrics.port); null: callbacks refused
+      s3_sqs:                     # S3 Event Notifications of the tables' buckets, delivered to SQS queues
+        - queue_url: https://sqs.us-east-1.amazonaws.com/123456789012/hudi-timelines
+          region: us-east-1       # default: the environment's
+          endpoint: null          # an S3-compatible store's own queue service
+      sweep_interval: 10m         # a table with change_notifications is listed at least this often anyway
     defaults:                     # table settings every table starts from
       services: [compaction, clustering, clean, indexing, archival]   # what hoodied runs
                                   # (archival: after the others, whenever a table has work for it)
@@ -68,19 +77,22 @@ Every key, its default and its meaning (the README's configuration reference is 
       max_concurrent_jobs: null   # jobs of this table running at once in a replica (null: no cap but
                                   # spark.max_concurrent_jobs)
       poll_interval_max: null     # the table's own ceiling of its poll interval (null: the daemon's)
+      change_notifications: false # its writers' commit callbacks or its bucket's events announce every
+                                  # change: a quiet table is listed every notifications.sweep_interval
     tables:
       - path: /data/orders        # a table's base path or URI; two entries of one table (however written:
                                   # //, a trailing /, file://, a link, s3a:// for s3://) are an error
         name: orders              # label in metrics and logs (default: the last path segment)
         services / schedule / hoodie / storage_options / takeover_foreign_after / priority /
-        max_concurrent_jobs / poll_interval_max: as in defaults (hoodie and storage_options merge)
+        max_concurrent_jobs / poll_interval_max / change_notifications: as in defaults (hoodie and
+        storage_options merge)
     discover:
       - root: /data/warehouse     # every folder holding .hoodie/hoodie.properties below root, each table
                                   # once whatever links lead to it; one in tables keeps its entry there
         max_depth: 3
         exclude: ["^tmp_"]        # regular expressions on the path relative to root
         services / schedule / hoodie / storage_options / takeover_foreign_after / priority /
-        max_concurrent_jobs / poll_interval_max: as in defaults
+        max_concurrent_jobs / poll_interval_max / change_notifications: as in defaults
 
 A bad key or value is a :class:`ConfigError` that names it (``tables[2].schedule[0]: 'compact' is not a
 service (compaction, clustering, clean, indexing, archival)``). A table is one table however its path is
@@ -370,6 +382,25 @@ class AdminSettings:
 
 
 @dataclass(frozen=True)
+class SqsQueueSettings:
+    """One SQS queue S3 Event Notifications arrive on (:mod:`hoodied.s3_events`)."""
+
+    queue_url: str
+    region: str | None = None
+    endpoint: str | None = None
+
+
+@dataclass(frozen=True)
+class NotificationSettings:
+    """Where change events come from (:mod:`hoodied.change_events`), and how often a table they cover is
+    listed anyway."""
+
+    commit_callback_key_file: str | None = None
+    s3_sqs: tuple[SqsQueueSettings, ...] = ()
+    sweep_interval: float = 600.0
+
+
+@dataclass(frozen=True)
 class TableSettings:
     """What hoodied does for one table (or for every table a discovery root finds)."""
 
@@ -388,6 +419,9 @@ class TableSettings:
     #: Seconds: the ceiling of the table's poll interval (:mod:`hoodied.poll_interval`; None: the daemon's
     #: ``poll_interval_max``).
     poll_interval_max: float | None = None
+    #: Its changes are announced (commit callbacks, bucket events): when quiet it is listed every
+    #: ``notifications.sweep_interval`` only, and at once when an event names it.
+    change_notifications: bool = False
 
 
 @dataclass(frozen=True)
@@ -427,6 +461,7 @@ class DaemonConfig:
     logging: LoggingSettings = field(default_factory=LoggingSettings)
     jobs: JobSettings = field(default_factory=JobSettings)
     admin: AdminSettings = field(default_factory=AdminSettings)
+    notifications: NotificationSettings = field(default_factory=NotificationSettings)
     tables: tuple[TableEntry, ...] = ()
     discover: tuple[DiscoveryRoot, ...] = ()
     source: str = "<defaults>"
@@ -457,7 +492,10 @@ class DaemonConfig:
         return self.zookeeper is None
 
     def poll_ceiling(self, settings: TableSettings) -> float:
-        """The ceiling of the poll interval of a table with ``settings``: its own, else the daemon's."""
+        """The ceiling of the poll interval of a table with ``settings``: the sweep interval when its changes
+        are announced, else its own ``poll_interval_max``, else the daemon's."""
+        if settings.change_notifications:
+            return max(self.poll_interval, self.notifications.sweep_interval)
         return self.poll_interval_max if settings.poll_interval_max is None else settings.poll_interval_max
 
 
@@ -482,6 +520,7 @@ def _parse(raw: object, source: str) -> DaemonConfig:
         logging=_logging(top.section("logging")),
         jobs=_jobs(top.section("jobs")),
         admin=_admin(top.section("admin")),
+        notifications=_notifications(top.section("notifications")),
         source=source,
     )
     top.used.add("zookeeper")
@@ -642,6 +681,30 @@ def _admin(s: _Section) -> AdminSettings:
     return out
 
 
+def _notifications(s: _Section) -> NotificationSettings:
+    key_file = s.get("commit_callback_key_file", None, _str)
+    queues: list[SqsQueueSettings] = []
+    raw = s.raw.get("s3_sqs")
+    if raw is not None and not isinstance(raw, list):
+        raise ConfigError(f"{s.path('s3_sqs')}: expected a list of queues")
+    for i, item in enumerate(raw or []):
+        q = _Section(item, f"{s.path('s3_sqs')}[{i}]")
+        url = q.get("queue_url", None, _str)
+        if not url or not url.startswith(("https://", "http://")):
+            raise ConfigError(f"{q.path('queue_url')}: expected the queue's URL (https://sqs....)")
+        queues.append(SqsQueueSettings(url, q.get("region", None, _str), q.get("endpoint", None, _str)))
+        q.done()
+    s.used.add("s3_sqs")
+    sweep = s.get("sweep_interval", 600.0, parse_duration)
+    if sweep < 1.0:
+        raise ConfigError(f"{s.path('sweep_interval')}: {sweep} s is below 1s")
+    out = NotificationSettings(
+        os.path.expanduser(key_file) if key_file else None, tuple(queues), sweep_interval=sweep
+    )
+    s.done()
+    return out
+
+
 def _priority(value: object, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise ConfigError(f"{where}: expected a number >= 0, got {value!r}")
@@ -686,6 +749,7 @@ def _table_settings(
         priority=s.get("priority", base.priority, _priority),
         max_concurrent_jobs=s.get("max_concurrent_jobs", base.max_concurrent_jobs, _int(1)),
         poll_interval_max=s.get("poll_interval_max", base.poll_interval_max, parse_ceiling),
+        change_notifications=s.get("change_notifications", base.change_notifications, _bool),
     )
     missing = [svc for svc in settings.schedule if svc not in settings.services]
     if missing and not s.has("schedule"):  # inherited: schedule what this table runs

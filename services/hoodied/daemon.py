@@ -40,6 +40,8 @@ from hoodie.table import Table
 from hoodie.timeline.instant import State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodied.api import Api
+from hoodied.change_events import ChangeEvents
+from hoodied.commit_callback import CommitCallback
 from hoodied.config import DaemonConfig, TableSettings
 from hoodied.control import ControlStore, FileControlStore, ZooKeeperControlStore, default_state_dir
 from hoodied.coordination import (
@@ -54,6 +56,7 @@ from hoodied.health import HealthServer, Heartbeats
 from hoodied.logs import setup_logging
 from hoodied.metrics import Metrics
 from hoodied.ownership import decide
+from hoodied.s3_events import SqsListener, SqsSource
 from hoodied.signals import StopSignals
 from hoodied.spark import SparkConfig, spark_session
 from hoodied.supervisor import Supervisor
@@ -158,6 +161,9 @@ class Daemon:
         self.supervisor: Supervisor | None = None
         self._signals = StopSignals(self._on_stop_signal)
         self._polling = threading.Lock()  # held by the poll under way (see _drain)
+        #: Change events (commit callbacks, S3 event queues): a table they name is polled at once.
+        self.events = ChangeEvents()
+        self._listeners: list[SqsListener] = []
 
     def spark(self) -> SparkSession:
         with self._spark_lock:
@@ -229,7 +235,7 @@ class Daemon:
             self._signals.install()
         store = control_store(config, self.zookeeper)
         self.supervisor = Supervisor(
-            config, coordination, self.metrics, self.heartbeats, self.spark, control=store
+            config, coordination, self.metrics, self.heartbeats, self.spark, control=store, events=self.events
         )
         if config.metrics.port is not None:
             health = HealthServer(
@@ -249,6 +255,9 @@ class Daemon:
                     token_file=config.admin.token_file,
                     metrics=self.metrics,
                     history_keep=config.admin.history_keep,
+                    commit_callback=CommitCallback(
+                        self.events, config.notifications.commit_callback_key_file
+                    ),
                 ),
             )
             health.start()
@@ -272,9 +281,16 @@ class Daemon:
                     logger.error("this pass: %s", failure)
                 return 1 if failures else 0
             self.supervisor.start_workers()
+            self._listeners = [
+                SqsListener(SqsSource(q.queue_url, q.region, q.endpoint), self.events).start()
+                for q in config.notifications.s3_sqs
+            ]
             scheduler = start_polling(self._poll, config.poll_interval, config.poll_jitter)
-            while not self.shutdown.wait(0.5):
-                pass
+            while not self.shutdown.is_set():
+                # A change event polls now (its table is due at once), between the scheduled polls: a poll
+                # under way is waited for, and takes the events at its start.
+                if self.events.wait(0.5) and not self.shutdown.is_set():
+                    self._poll()
             scheduler.shutdown(wait=False)
             self._drain()
             return 0
@@ -311,6 +327,8 @@ class Daemon:
             logger.warning("a poll still under way after the shutdown grace; closing ZooKeeper all the same")
 
     def _close(self) -> None:
+        for listener in self._listeners:
+            listener.stop(timeout=1.0)
         self._signals.restore()
         if self.health is not None:
             self.health.stop()
@@ -389,6 +407,7 @@ def _table_status(t: WatchedTable, holders: Mapping[str, Mapping[str, object]]) 
         "priority": t.settings.priority,
         "max_concurrent_jobs": t.settings.max_concurrent_jobs,
         "poll_interval": t.poll_interval,
+        "polled_by": t.owner,
         "urgency": {
             s: urgency(s, t.backlog, t.settings.priority) for s, instants in t.pending.items() if instants
         },

@@ -108,6 +108,10 @@ METRIC_NAMES: Final = frozenset(
         "hoodied_table_paused",
         "hoodied_table_urgency",
         "hoodied_control_commands_total",
+        "hoodied_change_events_total",
+        "hoodied_change_event_lag_seconds",
+        "hoodied_sweep_found_changes_total",
+        "hoodied_tables_owned",
     }
 )
 
@@ -324,6 +328,30 @@ class Metrics:
             "Operator commands this replica accepted (API) or applied (drained, triggered), by table and "
             "command.",
             ("table", "command"),
+        )
+        self.change_events = self._counter(
+            "hoodied_change_events_total",
+            "Change events (hoodied.change_events), by source (commit_callback, s3_sqs; any for drops) and "
+            "outcome: received; refused or malformed on arrival; then per table announced: table (a watched "
+            "one, polled now), discovered (led a discovery root's scan) or no_table; dropped: "
+            "not_a_timeline (a bucket event outside any timeline), no_place, queue_full.",
+            ("source", "outcome"),
+        )
+        self.change_event_lag = self._gauge(
+            "hoodied_change_event_lag_seconds",
+            "Seconds from a change to its event's arrival, the newest seen per source (an S3 event's "
+            "eventTime to its receipt from SQS: the queue's lag).",
+            ("source",),
+        )
+        self.sweep_found_changes = self._counter(
+            "hoodied_sweep_found_changes_total",
+            "Polls of a table with change_notifications that no event had asked for and that found its "
+            "timeline changed: an event lost, late or never sent.",
+            ("table",),
+        )
+        self.tables_owned = self._gauge(
+            "hoodied_tables_owned",
+            "Tables this replica lists and schedules (hoodied.table_split: one replica per table).",
         )
         self.storage_requests = self._counter(
             "hoodied_storage_requests_total",

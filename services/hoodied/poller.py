@@ -71,6 +71,7 @@ from hoodie.table import Table
 from hoodie.timeline.instant import RESTORE, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator, parse_instant_time
 from hoodie.timeline.timeline import Timeline
+from hoodied.change_events import ChangeEvents
 from hoodied.config import DaemonConfig, DiscoveryRoot, TableSettings
 from hoodied.control import DRAINING, PAUSED, ControlStore, Note, TableControl
 from hoodied.coordination import SCHEDULE_CLAIM, Coordination
@@ -85,6 +86,7 @@ from hoodied.ownership import decide
 from hoodied.poll_interval import PollIntervals
 from hoodied.runner import Runner
 from hoodied.scheduler import Scheduler
+from hoodied.table_split import TableSplit
 from hoodied.urgency import urgency
 from hoodied.work import WatchedTable, WorkItem, table_settings
 
@@ -116,6 +118,8 @@ class Poller:
         *,
         control: ControlStore | None = None,
         clock: Callable[[], float] = time.monotonic,
+        events: ChangeEvents | None = None,
+        split: TableSplit | None = None,
     ) -> None:
         self.config = config
         self.coordination = coordination
@@ -139,6 +143,10 @@ class Poller:
         self._poll_lock = threading.Lock()
         self._discovered_at = float("-inf")
         self._polls = 0  # polls finished
+        self._events = events
+        self._split = split
+        self._root_identities: dict[int, str] = {}  # discover[i] -> its root's identity, when it has one
+        self._events_counted: dict[tuple[str, str], int] = {}  # the events' totals as counted in metrics
 
     def tables(self) -> list[WatchedTable]:
         return list(self._tables.values())
@@ -224,6 +232,8 @@ class Poller:
             items: list[WorkItem] = []
             errors = 0
             tables = self.tables()
+            announced = self._take_events()
+            self._apply_split(tables)
             commanded: set[WatchedTable] = set()  # tables whose control document changed
             if controls is not None:
                 for table in tables:
@@ -232,8 +242,12 @@ class Poller:
                         commanded.add(table)
                         self._restart_interval(table)
                     table.control = control
-            # Not backing off after a failure, and due by its poll interval.
-            due = [t for t in tables if self._clock() >= t.retry_at and self._interval_due(t, started)]
+            # Not backing off after a failure, due by its poll interval, and this replica's to poll.
+            due = [
+                t
+                for t in tables
+                if t.owned and self._clock() >= t.retry_at and self._interval_due(t, started)
+            ]
             # The requests each poll of a table makes, counted from before its listing (ahead or not).
             counted = {t.uri: t.storage.requests.snapshot() for t in due if not t.storage.is_local}
             with ListingAhead(due, self._clock()) as ahead:
@@ -242,6 +256,8 @@ class Poller:
                         ahead.cancel()
                         break
                     self._runner.apply_control(table)
+                    if not table.owned:  # another replica lists and schedules it (hoodied.table_split)
+                        continue
                     if self._clock() < table.retry_at or not self._interval_due(table, started):
                         items.extend(table.items)
                         continue
@@ -251,10 +267,14 @@ class Poller:
                     if requests is None:
                         requests = table.storage.requests.snapshot()
                     jobs_ended = table.jobs_ended
+                    # A sweep (a poll no event asked for) that finds a change: an event was lost or late.
+                    sweep = table.settings.change_notifications and table.listing and table not in announced
                     with log_context(table=table.name):
                         try:
                             changed = self._poll_table(table, ahead.get(table))
                             table.failures, table.last_error = 0, None
+                            if changed and sweep:
+                                self.metrics.sweep_found_changes.labels(table.name).inc()
                             self._pace(table, started, jobs_ended, changed=changed or table in commanded)
                             if changed and table.items and self._polls:
                                 self._runner.add(table.items)
@@ -277,6 +297,74 @@ class Poller:
             if errors:
                 self.heartbeats.last_error = f"{errors} table(s) failed to poll"
             return items
+
+    def _take_events(self) -> set[WatchedTable]:
+        """The tables change events announced since the last poll (:mod:`hoodied.change_events`), each due
+        now at its base interval. An event for a table nobody watches under a discovery root has that root
+        scanned now; the rest named no table. Counted by source and outcome."""
+        if self._events is None:
+            return set()
+        taken = self._events.take()
+        received, dropped, lag = self._events.totals()
+        for source, seconds in lag.items():
+            self.metrics.change_event_lag.labels(source).set(seconds)
+        for (source, outcome), n in [
+            *(((source, "received"), n) for source, n in received.items()),
+            *((("any", reason), n) for reason, n in dropped.items()),
+        ]:
+            counted = self._events_counted.get((source, outcome), 0)
+            if n > counted:
+                self.metrics.change_events.labels(source, outcome).inc(n - counted)
+                self._events_counted[(source, outcome)] = n
+        if not taken:
+            return set()
+        if any(i not in self._tables for i in taken) and any(
+            self._under_root(i) for i in taken if i not in self._tables
+        ):
+            self._discovered_at = float("-inf")  # a new table under a root: scan now
+            self.refresh_tables()
+        announced: set[WatchedTable] = set()
+        for identity, event in taken.items():
+            table = self._tables.get(identity)
+            if table is None:
+                outcome = "discovered" if self._under_root(identity) else "no_table"
+                self.metrics.change_events.labels(event.source, outcome).inc()
+                continue
+            self.metrics.change_events.labels(event.source, "table").inc()
+            announced.add(table)
+            self._restart_interval(table)
+        return announced
+
+    def _under_root(self, identity: str) -> bool:
+        """Whether a discovery root's folder holds the table ``identity``."""
+        for i, root in enumerate(self.config.discover):
+            if i not in self._root_identities:
+                try:
+                    self._root_identities[i] = table_identity(root.root, root.settings.storage_options)
+                except Exception:
+                    self._root_identities[i] = ""
+            prefix = self._root_identities[i].rstrip("/")
+            if prefix and identity.startswith(prefix + "/"):
+                return True
+        return False
+
+    def _apply_split(self, tables: list[WatchedTable]) -> None:
+        """Which tables this replica lists and schedules (:mod:`hoodied.table_split`), read once a poll; a
+        table that becomes this replica's is due at once."""
+        if self._split is None:
+            return
+        self._split.refresh()
+        owned = 0
+        for table in tables:
+            mine = self._split.owns(table.key)
+            if mine and not table.owned:
+                self._restart_interval(table)
+            table.owned = mine
+            table.owner = self._split.owner(table.key)
+            if not mine:
+                table.items = ()
+            owned += mine
+        self.metrics.tables_owned.set(owned)
 
     def _read_controls(self) -> dict[str, TableControl] | None:
         """Every table's control document; None (keep the last) when the store cannot be read now."""

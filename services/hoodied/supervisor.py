@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from hoodied.change_events import ChangeEvents
 from hoodied.config import DaemonConfig
 from hoodied.control import ControlStore
 from hoodied.coordination import Coordination
@@ -31,6 +32,7 @@ from hoodied.metrics import Metrics
 from hoodied.poller import Poller
 from hoodied.runner import Runner
 from hoodied.scheduler import Scheduler
+from hoodied.table_split import TableSplit
 from hoodied.work import JobOutcome, WatchedTable, WorkItem
 
 if TYPE_CHECKING:
@@ -50,8 +52,11 @@ class Supervisor:
         *,
         control: ControlStore | None = None,
         clock: Callable[[], float] = time.monotonic,
+        events: ChangeEvents | None = None,
     ) -> None:
-        """``control``: where the operators' commands are read (:mod:`hoodied.control`); None: none."""
+        """``control``: where the operators' commands are read (:mod:`hoodied.control`); None: none.
+        ``events``: the change events that make a table due now (:mod:`hoodied.change_events`). With
+        ZooKeeper, each table is listed and scheduled by one replica (:mod:`hoodied.table_split`)."""
         self.config = config
         self.coordination = coordination
         self.metrics = metrics
@@ -74,6 +79,8 @@ class Supervisor:
             self.failures,
             control=control,
             clock=clock,
+            events=events,
+            split=TableSplit(config.replica, coordination) if not config.embedded else None,
         )
 
     def tables(self) -> list[WatchedTable]:

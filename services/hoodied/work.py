@@ -100,6 +100,9 @@ class WatchedTable:
     poll_due_at: float = float("-inf")
     #: Its polls that succeeded (what draws each wait's jitter apart from the last).
     polls: int = 0
+    #: Whether this replica lists and schedules it (:mod:`hoodied.table_split`), and which replica does.
+    owned: bool = True
+    owner: str | None = None
     #: Jobs of ours on the table that ended (the runner counts them), and that count as of its last poll: a
     #: job that ended since makes the table due at once.
     jobs_ended: int = 0

@@ -20,6 +20,7 @@ from hoodie.storage import Storage
 from hoodie.testing.generate import GenerateSpec, TripGenerator, generate_table
 from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import Instant, State
+from hoodied.change_events import Announcement
 from hoodied.config import DaemonConfig
 from hoodied.control import Command, FileControlStore, apply_command
 from hoodied.coordination import EmbeddedCoordination
@@ -206,6 +207,7 @@ def _daemon(text: str, state_dir: Path, clock: Clock) -> Daemon:
         _no_spark,
         control=FileControlStore(state_dir),
         clock=clock,
+        events=daemon.events,
     )
     return daemon
 
@@ -440,3 +442,76 @@ def test_a_quiet_table_is_polled_when_its_scheduling_comes_due(tmp_path: Path) -
     assert gaps[-3:] == [40.0] * 3, gaps
     assert "does not fire" in table.schedule_reasons["compaction"]
     assert table.poll_interval == CEILING  # quiet all along: its scheduling requested nothing
+
+
+def _events_counted(daemon: Daemon, source: str, outcome: str) -> float:
+    return (
+        daemon.metrics.registry.get_sample_value(
+            "hoodied_change_events_total", {"source": source, "outcome": outcome}
+        )
+        or 0.0
+    )
+
+
+def test_a_table_whose_changes_are_announced_is_polled_on_an_event_and_else_at_its_sweep(
+    tmp_path: Path,
+) -> None:
+    """With change_notifications a quiet table's interval grows up to the sweep interval (not
+    poll_interval_max): a commit nobody announced waits for the sweep, and is counted as found by it; an
+    event naming the table (its base path, spelled any way) polls it at once, at the base again. An event
+    for a path nobody watches is counted as naming no table."""
+    clock = Clock()
+    (uri,) = _local_fleet(tmp_path, 1)
+    sweep = 40 * BASE
+    daemon = _daemon(
+        f"{PACED}notifications: {{sweep_interval: {sweep:g}s}}\n"
+        f"defaults: {{change_notifications: true}}\ntables: ['{uri}']",
+        tmp_path / "state",
+        clock,
+    )
+    supervisor = daemon.supervisor
+    assert supervisor is not None
+    supervisor.refresh_tables()
+    (table,) = supervisor.tables()
+    for _ in range(200):
+        _looked_at(supervisor, clock)
+        if table.poll_interval == sweep:
+            break
+    assert table.poll_interval == sweep  # beyond poll_interval_max (CEILING)
+    _until_polled_just_now(supervisor, clock, table, sweep)
+    gen = TripGenerator(seed=11, partitions=1)
+    TableWriter.open(table.uri).insert(gen.rows(gen.keys(5)))  # a writer whose callback was lost
+    unseen = table.listing
+    for _ in range(int(CEILING / BASE) + 2):  # longer than poll_interval_max: still not looked at
+        assert table.name not in _looked_at(supervisor, clock)
+    assert table.listing == unseen
+    clock.now += sweep
+    assert table.name in _looked_at(supervisor, clock)  # the sweep
+    assert table.listing != unseen
+    assert (
+        daemon.metrics.registry.get_sample_value("hoodied_sweep_found_changes_total", {"table": table.name})
+        == 1
+    )
+    _until_polled_just_now(supervisor, clock, table, sweep)
+    TableWriter.open(table.uri).insert(gen.rows(gen.keys(5)))
+    announced = table.listing
+    daemon.events.announce(Announcement(f"file://{table.uri}/", "commit_callback", None, time.time()))
+    daemon.events.announce(Announcement(str(tmp_path / "nobody"), "commit_callback", None, time.time()))
+    assert table.name in _looked_at(supervisor, clock)  # at once
+    assert table.listing != announced
+    assert table.poll_interval == BASE
+    assert _events_counted(daemon, "commit_callback", "received") == 2
+    assert _events_counted(daemon, "commit_callback", "table") == 1
+    assert _events_counted(daemon, "commit_callback", "no_table") == 1
+    assert (
+        daemon.metrics.registry.get_sample_value("hoodied_sweep_found_changes_total", {"table": table.name})
+        == 1
+    )  # the announced change is not the sweep's
+
+
+def _until_polled_just_now(supervisor: Supervisor, clock: Clock, table: WatchedTable, within: float) -> None:
+    """Poll until a poll looks at ``table`` (within ``within`` seconds of ``clock``)."""
+    for _ in range(int(within / BASE) + 2):
+        if table.name in _looked_at(supervisor, clock):
+            return
+    raise AssertionError(f"{table.name} was not polled within {within} s")

@@ -29,6 +29,10 @@ def touch_everything(m: Metrics) -> None:
     m.table_poll_finished("orders", 0.1, ok=False)
     m.table_poll_interval_seconds.labels("orders").set(60.0)
     m.count_requests("orders", "poll", {"LIST": 1})
+    m.change_events.labels("commit_callback", "queued").inc()
+    m.change_event_lag.labels("s3_sqs").set(0.4)
+    m.sweep_found_changes.labels("orders").inc()
+    m.tables_owned.set(2)
     m.active_timeline_instants.labels("orders").set(40)
     m.instants_archived.labels("orders").inc(10)
     m.set_backlog(
