@@ -187,7 +187,27 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
     yield from _serving(Azurite(tmp_path_factory.mktemp("azurite")))
 
 
-_Server = TypeVar("_Server", S3Server, Azurite)
+# -- fake-gcs-server (the GCS emulator) ---------------------------------------------------------------------
+
+from support.gcs_server import OTHER_CREDENTIALS, GcsServer, gcs_missing  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def gcs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsServer]:
+    """fake-gcs-server behind its XML front on 127.0.0.1 for the whole session, reached through
+    ``GOOGLE_SERVICE_ACCOUNT_KEY`` (no OAuth: no credential is fetched, the GCE metadata server never asked;
+    other GCS credential variables are removed for the session)."""
+    missing = gcs_missing()
+    if missing:
+        pytest.skip(missing)
+    saved = {k: os.environ.pop(k) for k in OTHER_CREDENTIALS if k in os.environ}
+    try:
+        yield from _serving(GcsServer(tmp_path_factory.mktemp("gcs")))
+    finally:
+        os.environ.update(saved)
+
+
+_Server = TypeVar("_Server", S3Server, Azurite, GcsServer)
 
 
 def _serving(server: _Server) -> Iterator[_Server]:

@@ -200,8 +200,14 @@ class ObjectStoreBackend:
         it (None when another kind of write did)."""
         result = obstore.get(self._once, key)
         data = bytes(result.bytes())
-        version = str(result.meta.get("e_tag") or result.meta.get("version") or "")
-        return data, version, result.attributes.get(WRITE_TOKEN)
+        return data, self._version(result.meta) or "", result.attributes.get(WRITE_TOKEN)
+
+    def _version(self, meta: Mapping[str, Any]) -> str | None:
+        """The version a compare-and-set names: the ETag, except on GCS, where ``object_store`` conditions
+        a replace on the generation (``x-goog-if-generation-match``) and refuses one given only an ETag."""
+        if self._scheme == "gs":
+            return str(meta.get("version") or "") or None
+        return str(meta.get("e_tag") or meta.get("version") or "") or None
 
     def open_input_file(self, key: str) -> pa.NativeFile:
         """A random-access file (Parquet reads fetch the ranges they need). A read the store fails raises
@@ -231,7 +237,7 @@ class ObjectStoreBackend:
             result = resend(self._retry, lambda: obstore.put(self._once, key, data, use_multipart=False))
         except Exception as e:
             raise _failed(f"cannot write {self.uri_of(key)}", e) from e
-        return result.get("e_tag")
+        return self._version(result)
 
     def put_if_version(self, key: str, data: bytes, version: str) -> str:
         self.counter.add("PUT")
@@ -245,6 +251,8 @@ class ObjectStoreBackend:
         :class:`WriteOutcomeUnknown` when that cannot be told."""
         token = uuid.uuid4().hex
         mode: Any = "create" if version is None else {"e_tag": version}
+        if version is not None and self._scheme == "gs":
+            mode = {"version": version}  # the generation (see _version)
 
         def attempt() -> str | None:
             try:
@@ -256,7 +264,7 @@ class ObjectStoreBackend:
                 if landed is None:
                     raise
                 return landed  # an earlier attempt of ours landed; this one found it there
-            return result.get("e_tag")
+            return self._version(result)
 
         try:
             return resend(self._retry, attempt)
