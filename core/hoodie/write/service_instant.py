@@ -10,6 +10,7 @@ differ, so those are passed in.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -100,11 +101,37 @@ def request_planned(
             storage.uri,
             e,
         )
-        withdrawn = revalidate_requested(storage, lock, landed, what=what, config=None)
+        withdrawn = _revalidate_again(storage, lock, landed, what)
     if withdrawn is not None:
         return None, Planned(None, withdrawn)
     logger.info("scheduled %s %s on %s: %s", what, instant_time, storage.uri, result.reason)
     return instant, result
+
+
+#: How long a scheduler whose lock was lost around its landed plan keeps trying to check the plan again.
+REVALIDATE_PATIENCE_SECONDS = 60.0
+
+
+def _revalidate_again(storage: Storage, lock: LockProvider, instant: Instant, what: str) -> str | None:
+    """:func:`~hoodie.write.plan_overlap.revalidate_requested` of a plan that landed while the lock was lost,
+    under the lock taken afresh. The lock may not be takeable at once (a ZooKeeper session being
+    re-established after the one that lapsed): tried again for up to :data:`REVALIDATE_PATIENCE_SECONDS`,
+    then the error is raised (a run of either plan still refuses the overlap before it starts)."""
+    deadline = time.monotonic() + REVALIDATE_PATIENCE_SECONDS
+    while True:
+        try:
+            return revalidate_requested(storage, lock, instant, what=what, config=None)
+        except LockError as e:
+            if time.monotonic() >= deadline:
+                raise
+            logger.info(
+                "%s %s of %s: the lock cannot be taken yet (%s); trying again",
+                what,
+                instant.time,
+                storage.uri,
+                e,
+            )
+            time.sleep(0.5)
 
 
 def pending_instant(

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -234,10 +235,31 @@ class S3Store:
 
 @dataclass
 class Process:
+    """A daemon of the trial: its process, its log, where its run's lines start in the log, and the port it
+    serves on (read from its log once it serves; 0 before)."""
+
     name: str
     proc: subprocess.Popen[bytes]
     log: Path
-    port: int = 0
+    offset: int = 0
+    _port: int = 0
+
+    @property
+    def port(self) -> int:
+        if not self._port:
+            try:
+                with self.log.open("rb") as f:
+                    f.seek(self.offset)
+                    text = f.read().decode(errors="replace")
+            except OSError:
+                return 0
+            found = _SERVING.search(text)
+            self._port = int(found.group(1)) if found else 0
+        return self._port
+
+
+#: The line a daemon logs once it serves, with the port it bound.
+_SERVING = re.compile(r"health server listening on http://127\.0\.0\.1:(\d+)")
 
 
 @dataclass
@@ -395,8 +417,9 @@ class Trial:
         return path
 
     def start_replica(self, name: str) -> None:
-        port = free_port()
-        config = self._config(name, port)
+        # Port 0: the daemon binds a free port when it serves (logged). A port drawn here would be free now
+        # but could be taken (a JVM's ephemeral port) by the time the daemon binds it, after Spark started.
+        config = self._config(name, 0)
         log = self.work / f"{name}.log"
         env = self._env()
         failpoints = [SLOW_COMMITS] if name == SLOW_COMMITTER else []
@@ -406,6 +429,7 @@ class Trial:
             env.update(stall)
         if failpoints:
             env[FAILPOINTS_ENV] = ",".join(failpoints)
+        offset = log.stat().st_size if log.exists() else 0
         with log.open("ab") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "hoodied.cli", "run", "--config", str(config)],
@@ -415,7 +439,7 @@ class Trial:
                 start_new_session=True,
             )
         with self._guard:
-            self.replicas[name] = Process(name, proc, log, port)
+            self.replicas[name] = Process(name, proc, log, offset=offset)
             self.killed.discard(name)
 
     def restart_replica(self, name: str) -> None:
@@ -839,6 +863,8 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _get(port: int, path: str) -> int | None:
+    if not port:
+        return None
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
