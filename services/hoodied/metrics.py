@@ -143,6 +143,7 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         # The metrics with a ``table`` label and their label names, for forget_table().
         self._by_table: list[tuple[Gauge | Counter, tuple[str, ...]]] = []
+        self._state_by_table: list[tuple[Gauge | Counter, tuple[str, ...]]] = []  # the gauges alone
         # The label values set per table by set_blocked and set_urgency, so that each replaces only its own.
         self._blocked_series: dict[str, set[tuple[str, ...]]] = {}
         self._urgency_series: dict[str, set[tuple[str, ...]]] = {}
@@ -364,6 +365,7 @@ class Metrics:
         gauge = Gauge(name, documentation, labels, registry=self.registry)
         if "table" in labels:
             self._by_table.append((gauge, labels))
+            self._state_by_table.append((gauge, labels))
         return gauge
 
     def _counter(self, name: str, documentation: str, labels: tuple[str, ...] = ()) -> Counter:
@@ -429,10 +431,19 @@ class Metrics:
 
     def forget_table(self, table: str) -> None:
         """Remove every series of ``table`` (a table no longer watched), leaving other tables' series."""
+        self._forget(table, self._by_table)
+
+    def forget_table_state(self, table: str) -> None:
+        """Remove the gauges of ``table`` (what it is like now: pending, backlog, interval...), keeping the
+        counters of what this replica did on it: another replica lists it now (:mod:`hoodied.table_split`),
+        and exports its state; a counter that vanished would read as a reset."""
+        self._forget(table, self._state_by_table)
+
+    def _forget(self, table: str, metrics: list[tuple[Gauge | Counter, tuple[str, ...]]]) -> None:
         self._blocked_series.pop(table, None)
         self._urgency_series.pop(table, None)
         self._backlogs.pop(table, None)
-        for metric, names in self._by_table:
+        for metric, names in metrics:
             position = names.index("table")
             for family in metric.collect():
                 values = {tuple(s.labels[n] for n in names) for s in family.samples}

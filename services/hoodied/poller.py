@@ -359,10 +359,14 @@ class Poller:
             mine = self._split.owns(table.key)
             if mine and not table.owned:
                 self._restart_interval(table)
+            elif table.owned and not mine:
+                # Another replica's now: this one's view of it goes, its gauges too (the owner exports
+                # them), and it is read afresh should it come back.
+                self.metrics.forget_table_state(table.name)
+                table.items, table.pending, table.evaluated = (), {}, None
+                table.listing, table.listed_folder_time_ns, table.backlog = None, None, None
             table.owned = mine
             table.owner = self._split.owner(table.key)
-            if not mine:
-                table.items = ()
             owned += mine
         self.metrics.tables_owned.set(owned)
 

@@ -133,11 +133,15 @@ def test_operators_steer_three_replicas(
     _wait("b's instants all complete", lambda: not _pending(b.root), 240, cluster)
     time.sleep(3 * POLL_INTERVAL)
     assert _pending(a.root) == pending_a, "a paused table's instants were run"
-    for r in replicas:
-        status = _table_status(r, "a")
+    # Every replica holds the pause; the one that lists the table (hoodied.table_split) says why it waits.
+    statuses = {r.name: _table_status(r, "a") for r in replicas}
+    owners = {str(status["polled_by"]) for status in statuses.values()}
+    assert len(owners) == 1, owners
+    for status in statuses.values():
         assert status["control"]["state"] == "paused"  # type: ignore[index]
-        assert set(status["blocked"].values()) == {"paused"}  # type: ignore[union-attr]
-        assert "table paused by alice: window" in status["next"]["compaction"]  # type: ignore[index]
+    owner = statuses[owners.pop()]
+    assert set(owner["blocked"].values()) == {"paused"}  # type: ignore[union-attr]
+    assert "table paused by alice: window" in owner["next"]["compaction"]  # type: ignore[index]
     assert not [h for h in _history(a.root) if h.kind == "job"]
 
     # -- a change without the token is refused and changes nothing ---------------------------------------
@@ -173,10 +177,10 @@ def test_operators_steer_three_replicas(
     assert T in _pending(a.root), "a cancelled instant stays on the timeline"
     assert not any(h.instant == T and h.outcome == "done" for h in _history(a.root)), "cancelled ran again"
     # The status explains a service's first pending instant. Both compactions may have started together, and
-    # T may be the second: every replica shows T cancelled once the first has completed.
+    # T may be the second: the replica that lists the table shows T cancelled once the first has completed.
     _wait(
-        f"every replica shows {T} cancelled",
-        lambda: all(
+        f"the table's poller shows {T} cancelled",
+        lambda: any(
             _table_status(r, "a")["blocked"].get("compaction") == "cancelled"  # type: ignore[union-attr]
             for r in replicas
         ),

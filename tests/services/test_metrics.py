@@ -137,6 +137,20 @@ def test_polls() -> None:
     assert value(m, "hoodied_table_poll_failures_total", table="users") == 1.0
 
 
+def test_a_table_another_replica_lists_keeps_its_counters_and_drops_its_gauges() -> None:
+    """(hoodied.table_split) What this replica did on the table stays counted; what the table is like now is
+    the owner's to export."""
+    m = Metrics()
+    for table in ("orders", "users"):
+        touch_everything_of(m, table)
+    m.forget_table_state("orders")
+    assert value(m, "hoodied_pending_instants", table="orders", action="compaction") is None
+    assert value(m, "hoodied_table_poll_interval_seconds", table="orders") is None
+    assert value(m, "hoodied_jobs_failed_total", table="orders", action="clean", kind="conflict") == 1.0
+    assert value(m, "hoodied_table_poll_failures_total", table="orders") == 1.0
+    assert value(m, "hoodied_pending_instants", table="users", action="compaction") == 3.0
+
+
 def test_forget_table_removes_only_that_tables_series() -> None:
     m = Metrics()
     for table in ("orders", "orders2", "users"):
