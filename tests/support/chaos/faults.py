@@ -343,7 +343,9 @@ class FaultInjector:
             assert t.stall is not None
             what = self.rng.choices(STALL_KINDS, weights=[STALL_WEIGHTS[k] for k in STALL_KINDS])[0]
             hold = t.stop_floor + self.rng.uniform(1.0, 6.0)
-            window = self.rng.uniform(10.0, 30.0)
+            # Completions come every 20-30 s once the first plans ran (none in a trial's first seconds):
+            # a commit stall waits longer for one (in 14 trials, four armed with 10-30 s windows all missed).
+            window = self.rng.uniform(25.0, 45.0) if what == "commit" else self.rng.uniform(10.0, 30.0)
             armed = t.stall(what, hold, window)
             # A daemon may be frozen (one at a time) until the window and a hold begun at its end are over.
             self._stopped.add("stall")
