@@ -231,8 +231,8 @@ class Poller:
             controls = self._read_controls()
             items: list[WorkItem] = []
             errors = 0
+            announced = self._take_events()  # (before the tables are taken: an event may discover one)
             tables = self.tables()
-            announced = self._take_events()
             self._apply_split(tables)
             commanded: set[WatchedTable] = set()  # tables whose control document changed
             if controls is not None:

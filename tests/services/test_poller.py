@@ -515,3 +515,28 @@ def _until_polled_just_now(supervisor: Supervisor, clock: Clock, table: WatchedT
         if table.name in _looked_at(supervisor, clock):
             return
     raise AssertionError(f"{table.name} was not polled within {within} s")
+
+
+def test_an_event_for_a_new_table_under_a_discovery_root_has_it_watched_at_once(tmp_path: Path) -> None:
+    """A discovery root is scanned every ten polls' time; an event naming a table below it that nobody
+    watches yet has the root scanned in the poll that takes the event, and the table polled in it."""
+    clock = Clock()
+    lake = tmp_path / "lake"
+    template = _template(tmp_path / "src")
+    first = str(lake / "t00")
+    shutil.copytree(template, first)
+    daemon = _daemon(f"{PACED}discover: [{{root: '{lake}'}}]", tmp_path / "state", clock)
+    supervisor = daemon.supervisor
+    assert supervisor is not None
+    supervisor.refresh_tables()
+    _looked_at(supervisor, clock)
+    assert [t.uri for t in supervisor.tables()] == [first]
+    second = lake / "t_new"
+    shutil.copytree(template, second)
+    _looked_at(supervisor, clock)
+    assert len(supervisor.tables()) == 1  # not rescanned yet
+    daemon.events.announce(Announcement(str(second), "commit_callback", None, time.time()))
+    supervisor.poll()
+    (new,) = [t for t in supervisor.tables() if t.uri == str(second)]
+    assert new.listing is not None  # watched, and polled in the same poll
+    assert _events_counted(daemon, "commit_callback", "table") == 1
