@@ -338,7 +338,7 @@ class Metrics:
             "not_a_timeline (a bucket event outside any timeline), no_place, queue_full.",
             ("source", "outcome"),
         )
-        self.change_event_lag = self._gauge(
+        self.change_event_lag_seconds = self._gauge(
             "hoodied_change_event_lag_seconds",
             "Seconds from a change to its event's arrival, the newest seen per source (an S3 event's "
             "eventTime to its receipt from SQS: the queue's lag).",

@@ -307,7 +307,7 @@ class Poller:
         taken = self._events.take()
         received, dropped, lag = self._events.totals()
         for source, seconds in lag.items():
-            self.metrics.change_event_lag.labels(source).set(seconds)
+            self.metrics.change_event_lag_seconds.labels(source).set(seconds)
         for (source, outcome), n in [
             *(((source, "received"), n) for source, n in received.items()),
             *((("any", reason), n) for reason, n in dropped.items()),

@@ -30,7 +30,7 @@ def touch_everything(m: Metrics) -> None:
     m.table_poll_interval_seconds.labels("orders").set(60.0)
     m.count_requests("orders", "poll", {"LIST": 1})
     m.change_events.labels("commit_callback", "queued").inc()
-    m.change_event_lag.labels("s3_sqs").set(0.4)
+    m.change_event_lag_seconds.labels("s3_sqs").set(0.4)
     m.sweep_found_changes.labels("orders").inc()
     m.tables_owned.set(2)
     m.active_timeline_instants.labels("orders").set(40)

@@ -16,7 +16,6 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -229,15 +228,15 @@ def test_a_dead_holders_lock_is_free_after_its_validity(uri: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
+def spark() -> Any:
     """Spark in local mode, as the service tests' (tests/services/conftest.py), for this module."""
     from hoodied.spark import SparkConfig, java_available, spark_session
 
     if not java_available():
         pytest.skip("Spark needs a Java runtime; .ci/run installs openjdk-17-jre-headless")
-    session = spark_session(SparkConfig(master="local[2]", app_name="hoodied-tests"))
-    yield session
-    session.stop()
+    # Not stopped here: a process has one Spark session, which the services' session-wide fixture (on the
+    # same test worker) gets too; it stops it at the end of the session.
+    return spark_session(SparkConfig(master="local[2]", app_name="hoodied-tests"))
 
 
 @pytest.mark.spark
