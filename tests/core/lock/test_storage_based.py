@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import signal
 import time
 import uuid
 
@@ -19,12 +18,11 @@ from hoodie.lease_margin import CLOCK_SKEW_MS, LeaseMarginTooShort
 from hoodie.lock import StorageLock, StorageLockConfig
 from hoodie.lock.storage_based import LOCK_FILE, encode_state, orphaned_owners
 from hoodie.storage import Storage
+from support.lock_processes import FAST, count_in_processes, wait_out_a_killed_holder
 from support.s3_faults import FaultProxy
 from support.s3_server import S3Server
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
-
-FAST = StorageLockConfig(validity_seconds=10, renew_seconds=1)
 
 
 @pytest.fixture
@@ -82,52 +80,13 @@ def test_settings_are_checked_as_hudi_checks_them() -> None:
     assert config == StorageLockConfig(validity_seconds=300, renew_seconds=2)
 
 
-def _count(uri: str, rounds: int) -> None:
-    storage = Storage.for_uri(uri)
-    lock = StorageLock(storage, FAST, acquire_timeout=120)
-    for _ in range(rounds):
-        with lock:
-            n = int(storage.read("counter"))
-            time.sleep(0.01)
-            storage.create("counter", str(n + 1).encode(), overwrite=True)
-
-
 def test_processes_exclude_each_other(table_uri: str) -> None:
-    Storage.for_uri(table_uri).create("counter", b"0")
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_count, args=(table_uri, 6)) for _ in range(3)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(300)
-        assert p.exitcode == 0
-    assert Storage.for_uri(table_uri).read("counter") == b"18"  # no increment lost: never two holders
-
-
-def _hold_forever(uri: str, ready: object) -> None:
-    lock = StorageLock(Storage.for_uri(uri), FAST)
-    lock.acquire(10)
-    ready.set()  # type: ignore[attr-defined]
-    time.sleep(3600)
+    assert count_in_processes(table_uri, 3, 6) == b"18"  # no increment lost: never two holders
 
 
 def test_a_dead_holders_lock_is_free_after_its_validity(table_uri: str) -> None:
-    ctx = multiprocessing.get_context("spawn")
-    ready = ctx.Event()
-    holder = ctx.Process(target=_hold_forever, args=(table_uri, ready))
-    holder.start()
-    assert ready.wait(60)
-    time.sleep(1.5)  # it renews at least once
-    os.kill(holder.pid, signal.SIGKILL)  # type: ignore[arg-type]
-    holder.join()
-    killed_at = time.monotonic()
-    waiting = StorageLock(Storage.for_uri(table_uri), FAST)
-    with pytest.raises(LockTimeout):
-        waiting.acquire(5)  # still within its validity
-    waiting.acquire(30)
-    waited = time.monotonic() - killed_at
+    waited = wait_out_a_killed_holder(table_uri)
     assert 8 < waited < 20, waited  # validity 10 s after its last renewal, + 0.5 s of clock drift
-    waiting.release()
 
 
 # -- under store faults (a fault-injecting proxy in front of the server) -------------------------------------

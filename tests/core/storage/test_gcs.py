@@ -10,11 +10,8 @@ delete), the storage-based lock between processes, and a compaction of a table u
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
-import signal
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,15 +19,13 @@ from typing import Any
 import pytest
 from obstore.exceptions import GenericError
 
-from hoodie.errors import FileAlreadyExists, LockTimeout, VersionConflict
-from hoodie.lock import StorageLock, StorageLockConfig
+from hoodie.errors import FileAlreadyExists, VersionConflict
 from hoodie.lock.storage_based import LOCK_FILE
 from hoodie.storage import Storage
 from support.gcs_server import GcsServer
+from support.lock_processes import count_in_processes, wait_out_a_killed_holder
 
 pytestmark = [pytest.mark.gcs]
-
-FAST = StorageLockConfig(validity_seconds=10, renew_seconds=1)
 
 
 @pytest.fixture
@@ -169,59 +164,20 @@ def test_streamed_files_of_several_parts(gcs_server: GcsServer) -> None:
 # -- the storage-based lock across processes -----------------------------------------------------------------
 
 
-def _count(uri: str, rounds: int) -> None:
-    storage = Storage.for_uri(uri)
-    lock = StorageLock(storage, FAST, acquire_timeout=120)
-    for _ in range(rounds):
-        with lock:
-            n = int(storage.read("counter"))
-            time.sleep(0.01)
-            storage.create("counter", str(n + 1).encode(), overwrite=True)
-
-
 @pytest.mark.slow
 def test_the_lock_excludes_processes(uri: str) -> None:
     """Hudi's StorageBasedLockProvider file, taken and renewed by compare-and-set on the generation: three
     processes counting under it lose no increment."""
-    Storage.for_uri(uri).create("counter", b"0")
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_count, args=(uri, 5)) for _ in range(3)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(300)
-        assert p.exitcode == 0
-    assert Storage.for_uri(uri).read("counter") == b"15"
+    assert count_in_processes(uri, 3, 5) == b"15"
     doc = json.loads(Storage.for_uri(uri).read(LOCK_FILE))
     assert list(doc) == ["expired", "validUntil", "owner"]
     assert doc["expired"] is True  # released: marked expired, never deleted
 
 
-def _hold_forever(uri: str, ready: Any) -> None:
-    lock = StorageLock(Storage.for_uri(uri), FAST)
-    lock.acquire(10)
-    ready.set()
-    time.sleep(3600)
-
-
 @pytest.mark.slow
 def test_a_dead_holders_lock_is_free_after_its_validity(uri: str) -> None:
-    ctx = multiprocessing.get_context("spawn")
-    ready = ctx.Event()
-    holder = ctx.Process(target=_hold_forever, args=(uri, ready))
-    holder.start()
-    assert ready.wait(60)
-    time.sleep(1.5)  # it renews at least once
-    os.kill(holder.pid, signal.SIGKILL)  # type: ignore[arg-type]
-    holder.join()
-    killed_at = time.monotonic()
-    waiting = StorageLock(Storage.for_uri(uri), FAST)
-    with pytest.raises(LockTimeout):
-        waiting.acquire(5)  # still within its validity
-    waiting.acquire(30)
-    waited = time.monotonic() - killed_at
+    waited = wait_out_a_killed_holder(uri)
     assert 8 < waited < 20, waited  # validity 10 s after its last renewal, + 0.5 s of clock drift
-    waiting.release()
 
 
 # -- a compaction on GCS -------------------------------------------------------------------------------------
