@@ -10,7 +10,7 @@ table's write stats); ``commitActionType`` and ``extraMetadata`` come as ``{"emp
 (Hudi's ``Option`` serialised as a bean), so the action never arrives. Hudi sends once, never retries, and
 only logs an answer of 300 or more.
 
-**Authenticated**: the key must equal the content of ``notifications.commit_callback.key_file`` (re-read at
+**Authenticated**: the key must equal the content of ``notifications.commit_callback_key_file`` (re-read at
 each call, compared in constant time; set the writers' ``...http.api.key`` to it). Without a key file the
 endpoint is off (403); a missing or wrong key is 401. Hudi's default key (``hudi_write_commit_http_callback``)
 is public and refused as a key file's content.
@@ -103,8 +103,6 @@ class CommitCallback:
     def __init__(self, events: ChangeEvents, key_file: str | None) -> None:
         self.events = events
         self.key_file = key_file
-        #: Callbacks refused, by why (``off``, ``unauthorized``, ``malformed``).
-        self.refused: dict[str, int] = {}
 
     def receive(self, headers: Mapping[str, str], body: bytes) -> Answer:
         """One POST (``headers`` with lower-case names)."""
@@ -114,13 +112,11 @@ class CommitCallback:
         try:
             message = parse_message(body)
         except ValueError as e:
-            self._count("malformed")
             return Answer(HTTPStatus.BAD_REQUEST, {"error": f"not a Hudi commit callback: {e}"})
         identity = self.events.announce(
             Announcement(message.base_path, SOURCE, message.commit_time, time.time())
         )
         if identity is None:
-            self._count("malformed")
             return Answer(HTTPStatus.BAD_REQUEST, {"error": f"basePath {message.base_path!r} names no table"})
         return Answer(HTTPStatus.ACCEPTED, {"queued": message.commit_time, "basePath": message.base_path})
 
@@ -130,17 +126,15 @@ class CommitCallback:
         except ValueError:
             expected = None
         if expected is None or expected == HUDI_DEFAULT_KEY:
-            self._count("off")
             return Answer(
                 HTTPStatus.FORBIDDEN,
                 {
-                    "error": "commit callbacks are off: notifications.commit_callback.key_file is not "
+                    "error": "commit callbacks are off: notifications.commit_callback_key_file is not "
                     "configured, unreadable, or holds Hudi's public default key"
                 },
             )
         given = headers.get(KEY_HEADER, "")
         if not hmac.compare_digest(given.strip().encode(), expected.encode()):
-            self._count("unauthorized")
             return Answer(
                 HTTPStatus.UNAUTHORIZED,
                 {
@@ -149,9 +143,6 @@ class CommitCallback:
                 },
             )
         return None
-
-    def _count(self, why: str) -> None:
-        self.refused[why] = self.refused.get(why, 0) + 1
 
 
 __all__ = ["HUDI_DEFAULT_KEY", "KEY_HEADER", "PATH", "SOURCE", "Answer", "CommitCallback", "CommitMessage"]

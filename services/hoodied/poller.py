@@ -356,7 +356,8 @@ class Poller:
         self._split.refresh()
         owned = 0
         for table in tables:
-            mine = self._split.owns(table.key)
+            table.owner = self._split.owner(table.key)
+            mine = table.owner == self._split.replica
             if mine and not table.owned:
                 self._restart_interval(table)
             elif table.owned and not mine:
@@ -366,7 +367,6 @@ class Poller:
                 table.items, table.pending, table.evaluated = (), {}, None
                 table.listing, table.listed_folder_time_ns, table.backlog = None, None, None
             table.owned = mine
-            table.owner = self._split.owner(table.key)
             owned += mine
         self.metrics.tables_owned.set(owned)
 

@@ -75,7 +75,7 @@ class TableSplit:
 
     def owns(self, key: str) -> bool:
         """Whether this replica lists and schedules the table ``key``."""
-        return self.members is None or owner_of(key, self.members) == self.replica
+        return self.owner(key) == self.replica
 
     def owner(self, key: str) -> str:
         """The replica that lists and schedules the table ``key`` (as this replica sees the list)."""
