@@ -8,6 +8,9 @@ Every key, its default and its meaning (the README's configuration reference is 
                                   # >= poll_interval; equal: every table at every poll): hoodied.poll_interval
     poll_jitter: 0.1              # polls start up to this fraction of the interval late (drawn once)
     reschedule_interval: 5m       # scheduling is re-evaluated this often even when nothing changed
+    poll_concurrency: 16          # tables polled at once (each a few store requests): hoodied.table_polls
+    poll_deadline: null           # a table's poll running longer is left to end on its own while the
+                                  # others go on (null: poll_interval): hoodied.table_polls
     zookeeper:                    # absent: embedded mode (one replica, file-system lock, local tables only)
       connect: host:2181[,host:2181][/chroot]
       base_path: /hoodied         # claims live under <base_path>/claims
@@ -163,6 +166,13 @@ def parse_duration(value: object, where: str) -> float:
         raise ConfigError(f"{where}: {shown} {problem}: not a duration")
     if seconds < 0:
         raise ConfigError(f"{where}: {value!r} is negative")
+    return seconds
+
+
+def _poll_deadline(value: object, where: str) -> float | None:
+    seconds = parse_duration(value, where)
+    if seconds < 0.1:
+        raise ConfigError(f"{where}: {value!r} is below 100ms")
     return seconds
 
 
@@ -455,6 +465,10 @@ class DaemonConfig:
     poll_interval_max: float = 300.0
     poll_jitter: float = 0.1
     reschedule_interval: float = 300.0
+    #: Tables polled at once, and the seconds a table's poll is waited for (None: ``poll_interval``):
+    #: :mod:`hoodied.table_polls`.
+    poll_concurrency: int = 16
+    poll_deadline: float | None = None
     zookeeper: ZooKeeperSettings | None = None
     spark: SparkSettings = field(default_factory=SparkSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
@@ -491,6 +505,11 @@ class DaemonConfig:
     def embedded(self) -> bool:
         return self.zookeeper is None
 
+    @property
+    def poll_deadline_seconds(self) -> float:
+        """The seconds a poll waits for one table's poll (:mod:`hoodied.table_polls`)."""
+        return self.poll_interval if self.poll_deadline is None else self.poll_deadline
+
     def poll_ceiling(self, settings: TableSettings) -> float:
         """The ceiling of the poll interval of a table with ``settings``: the sweep interval when its changes
         are announced, else its own ``poll_interval_max``, else the daemon's."""
@@ -514,6 +533,8 @@ def _parse(raw: object, source: str) -> DaemonConfig:
         poll_interval_max=top.get("poll_interval_max", CEILING_FACTOR * poll_interval, parse_ceiling),
         poll_jitter=top.get("poll_jitter", 0.1, _fraction),
         reschedule_interval=top.get("reschedule_interval", 300.0, parse_duration),
+        poll_concurrency=top.get("poll_concurrency", 16, _int(1)),
+        poll_deadline=top.get("poll_deadline", None, _poll_deadline),
         zookeeper=_zookeeper(top.section("zookeeper")) if top.has("zookeeper") else None,
         spark=_spark(top.section("spark")),
         metrics=_metrics(top.section("metrics")),

@@ -269,7 +269,7 @@ class Daemon:
             )
         try:
             if once:
-                self.supervisor.poll()
+                self.supervisor.poll(wait_all=True)
                 self.supervisor.start_workers(until_idle=True)
                 while not self.supervisor.wait_idle(timeout=0.5):
                     if self.shutdown.is_set():
@@ -321,8 +321,13 @@ class Daemon:
             logger.warning("cancelled the jobs still running after %.0f s; they stay retryable", grace)
         # A poll under way may be scheduling under the table lock: ZooKeeper (and with it the lock) is closed
         # only once it ended, or the plan could be written by a process that no longer holds the lock.
+        # A table's poll that overran its deadline goes on after its pass: waited for as well.
         if self._polling.acquire(timeout=max(1.0, grace - (time.monotonic() - began))):
             self._polling.release()
+            if not self.supervisor.wait_polls(max(1.0, grace - (time.monotonic() - began))):
+                logger.warning(
+                    "a table's poll still under way after the shutdown grace; closing ZooKeeper all the same"
+                )
         else:
             logger.warning("a poll still under way after the shutdown grace; closing ZooKeeper all the same")
 

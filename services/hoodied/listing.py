@@ -7,9 +7,9 @@
   Only a time that old vouches: a file added in the same tick of the file system's clock as the change
   before it leaves the folder's time as it was. A folder is listed all the same once
   :data:`LISTING_MAX_AGE` after its last listing (a clock set back, a file server whose clock lags ours).
-- Object stores have no folders, hence no times: their folders are listed, :data:`LISTING_THREADS` tables
-  at once ahead of the poll's walk (:class:`ListingAhead`): a listing there is a round trip, and ten
-  thousand of them one after another would outlast the poll interval.
+- Object stores have no folders, hence no times: their folders are listed at every poll, many tables at
+  once (:mod:`hoodied.table_polls`): a listing there is a round trip, and ten thousand of them one after
+  another would outlast the poll interval.
 
 The table's ``hoodie.properties`` is read with the first listing, whenever the listing changed (the poller
 does) and again once :data:`CONFIG_MAX_AGE` after it was last read, even on a table whose timeline stays as it
@@ -17,19 +17,21 @@ was: a table whose properties vanished (dropped, deleted by mistake) then fails 
 in ``/status`` and ``hoodied_table_poll_failures_total`` within that time, instead of looking healthy until
 its next write. Hudi's backup, ``hoodie.properties.backup``, stands in for a missing file as it does for
 Hudi's readers. Once per five minutes a table, the read is no cost a poll would notice.
+
+A table with change notifications is the exception (:func:`config_max_age`): its properties are read when an
+event names it (a bucket's events cover ``.hoodie/hoodie.properties``) and when its timeline changed, not by
+its sweeps, so that a sweep of an idle table costs its one listing (six an hour at the default sweep).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import time
-from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Final
 
 from hoodie.config import TableConfig
-from hoodied.logs import log_context
 from hoodied.work import WatchedTable
 
 #: Seconds a local folder's modification time must be older than its listing to vouch for it later (above
@@ -39,8 +41,15 @@ QUIET_FOLDER_AGE: Final = 5.0
 LISTING_MAX_AGE: Final = 300.0
 #: Seconds after which a table's ``hoodie.properties`` is read again although its timeline did not change.
 CONFIG_MAX_AGE: Final = 300.0
-#: Listings of object-store tables under way at once during a poll.
-LISTING_THREADS: Final = 16
+
+
+def config_max_age(table: WatchedTable, *, announced: bool) -> float:
+    """Seconds after which a poll reads ``table``'s ``hoodie.properties`` again although its timeline did not
+    change: :data:`CONFIG_MAX_AGE`; with change notifications, at once when an event named the table
+    (``announced``) and never on a sweep (see the module docstring)."""
+    if not table.settings.change_notifications:
+        return CONFIG_MAX_AGE
+    return 0.0 if announced else math.inf
 
 
 @dataclass(frozen=True)
@@ -53,15 +62,17 @@ class Listed:
     folder_time_ns: int | None = None  # the folder's time before the listing, when old enough to vouch
 
 
-def list_timeline(table: WatchedTable, config: TableConfig | None, now: float) -> Listed:
+def list_timeline(
+    table: WatchedTable, config: TableConfig | None, now: float, *, config_max_age: float = CONFIG_MAX_AGE
+) -> Listed:
     """The files of ``table``'s timeline folder (see the module docstring), reading its config first when
-    ``config`` is None or was read :data:`CONFIG_MAX_AGE` ago. ``now``: the poller's monotonic clock.
+    ``config`` is None or was read ``config_max_age`` ago. ``now``: the poller's monotonic clock.
     Changes nothing in ``table``: the poller records a fresh listing's folder time
     (:attr:`WatchedTable.listed_folder_time_ns`) and a config read (:attr:`WatchedTable.config_read_at`) once
     it took the listing in."""
     storage = table.storage
     loaded = None
-    if config is None or now - table.config_read_at >= CONFIG_MAX_AGE:
+    if config is None or now - table.config_read_at >= config_max_age:
         config = loaded = TableConfig.load(storage)
     folder = config.timeline_path
     folder_time = None
@@ -82,43 +93,11 @@ def list_timeline(table: WatchedTable, config: TableConfig | None, now: float) -
     return Listed(names, loaded, True, folder_time if vouching else None)
 
 
-class ListingAhead:
-    """Lists the timeline folders of a poll's object-store tables on :data:`LISTING_THREADS` threads while
-    the poll walks its tables (a ``with`` block: leaving it waits for the listings under way)."""
-
-    def __init__(self, tables: Sequence[WatchedTable], now: float) -> None:
-        self._tables = [t for t in tables if not t.storage.is_local]
-        self._now = now
-        self._pool = ThreadPoolExecutor(LISTING_THREADS, thread_name_prefix="hoodied-list")
-        self._listed: dict[str, Future[Listed]] = {}
-
-    def __enter__(self) -> ListingAhead:
-        for table in self._tables:
-            self._listed[table.uri] = self._pool.submit(self._list, table, table.config)
-        return self
-
-    def _list(self, table: WatchedTable, config: TableConfig | None) -> Listed:
-        with log_context(table=table.name):
-            return list_timeline(table, config, self._now)
-
-    def get(self, table: WatchedTable) -> Future[Listed] | None:
-        """The listing of ``table`` under way or done; None when it is not listed ahead (a local table)."""
-        return self._listed.get(table.uri)
-
-    def cancel(self) -> None:
-        """Drop the listings not begun (the poll stops)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
-
-    def __exit__(self, *exc: object) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
-
-
 __all__ = [
     "CONFIG_MAX_AGE",
     "LISTING_MAX_AGE",
-    "LISTING_THREADS",
     "QUIET_FOLDER_AGE",
     "Listed",
-    "ListingAhead",
+    "config_max_age",
     "list_timeline",
 ]

@@ -94,6 +94,7 @@ METRIC_NAMES: Final = frozenset(
         "hoodied_table_poll_seconds",
         "hoodied_last_successful_poll_timestamp_seconds",
         "hoodied_table_poll_failures_total",
+        "hoodied_table_poll_overruns_total",
         "hoodied_table_poll_interval_seconds",
         "hoodied_storage_requests_total",
         "hoodied_active_timeline_instants",
@@ -268,6 +269,12 @@ class Metrics:
         )
         self.table_poll_failures = self._counter(
             "hoodied_table_poll_failures_total", "Polls of a table that failed, by table.", ("table",)
+        )
+        self.table_poll_overruns = self._counter(
+            "hoodied_table_poll_overruns_total",
+            "Polls of a table still running at their deadline (poll_deadline): the other tables went on "
+            "without them (hoodied.table_polls).",
+            ("table",),
         )
         self.table_poll_interval_seconds = self._gauge(
             "hoodied_table_poll_interval_seconds",

@@ -56,7 +56,6 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import replace
 
 from hoodie.backlog import measure_backlog
@@ -79,13 +78,14 @@ from hoodied.discovery import Discovery, Found, Merged, discover
 from hoodied.explain import RunnerView, explain
 from hoodied.health import Heartbeats
 from hoodied.history import append, control_record
-from hoodied.listing import Listed, ListingAhead, list_timeline
+from hoodied.listing import Listed, config_max_age, list_timeline
 from hoodied.logs import log_context
 from hoodied.metrics import Metrics
 from hoodied.ownership import decide
 from hoodied.poll_interval import PollIntervals
 from hoodied.runner import Runner
 from hoodied.scheduler import Scheduler
+from hoodied.table_polls import TablePolls
 from hoodied.table_split import TableSplit
 from hoodied.urgency import urgency
 from hoodied.work import WatchedTable, WorkItem, table_settings
@@ -142,7 +142,9 @@ class Poller:
         self._said: set[str] = set()  # discovery errors and merges logged (each once while it lasts)
         self._poll_lock = threading.Lock()
         self._discovered_at = float("-inf")
-        self._polls = 0  # polls finished
+        self._polls_done = 0  # passes finished
+        self._polls = TablePolls(config.poll_concurrency, config.poll_deadline_seconds, self._overran)
+        self._restarts: set[str] = set()  # tables due at once after their running poll ends (by key)
         self._events = events
         self._split = split
         self._root_identities: dict[int, str] = {}  # discover[i] -> its root's identity, when it has one
@@ -221,16 +223,16 @@ class Poller:
             self._said.add(message)
             logger.log(level, "%s", message)
 
-    def poll(self) -> list[WorkItem]:
+    def poll(self, *, wait_all: bool = False) -> list[WorkItem]:
         """One pass over every table; returns the runnable work, highest priority first, and hands it to the
-        workers."""
+        workers. Each due table is polled on a worker of :class:`~hoodied.table_polls.TablePolls`; the pass
+        waits for each up to ``poll_deadline`` (``wait_all``: until every one ended, as ``run --once``
+        does)."""
         with self._poll_lock:
             started = self._clock()
             self.heartbeats.last_poll_started = time.time()
             self.refresh_tables()
             controls = self._read_controls()
-            items: list[WorkItem] = []
-            errors = 0
             announced = self._take_events()  # (before the tables are taken: an event may discover one)
             tables = self.tables()
             self._apply_split(tables)
@@ -242,61 +244,92 @@ class Poller:
                         commanded.add(table)
                         self._restart_interval(table)
                     table.control = control
-            # Not backing off after a failure, due by its poll interval, and this replica's to poll.
-            due = [
-                t
-                for t in tables
-                if t.owned and self._clock() >= t.retry_at and self._interval_due(t, started)
-            ]
-            # The requests each poll of a table makes, counted from before its listing (ahead or not).
-            counted = {t.uri: t.storage.requests.snapshot() for t in due if not t.storage.is_local}
-            with ListingAhead(due, self._clock()) as ahead:
-                for table in tables:
-                    if self._stopping.is_set():
-                        ahead.cancel()
-                        break
-                    self._runner.apply_control(table)
-                    if not table.owned:  # another replica lists and schedules it (hoodied.table_split)
-                        continue
-                    if self._clock() < table.retry_at or not self._interval_due(table, started):
-                        items.extend(table.items)
-                        continue
-                    t0 = self._clock()
-                    ok = True
-                    requests = counted.get(table.uri)
-                    if requests is None:
-                        requests = table.storage.requests.snapshot()
-                    jobs_ended = table.jobs_ended
-                    # A sweep (a poll no event asked for) that finds a change: an event was lost or late.
-                    sweep = table.settings.change_notifications and table.listing and table not in announced
-                    with log_context(table=table.name):
-                        try:
-                            changed = self._poll_table(table, ahead.get(table))
-                            table.failures, table.last_error = 0, None
-                            if changed and sweep:
-                                self.metrics.sweep_found_changes.labels(table.name).inc()
-                            self._pace(table, started, jobs_ended, changed=changed or table in commanded)
-                            if changed and table.items and self._polls:
-                                self._runner.add(table.items)
-                        except Exception as e:
-                            ok = False
-                            errors += 1
-                            self._table_failed(table, e)
-                    self.metrics.table_poll_finished(table.name, self._clock() - t0, ok=ok)
-                    self.metrics.count_requests(
-                        table.name, "poll", _since(requests, table.storage.requests.snapshot())
-                    )
-                    self.heartbeats.last_table_polled = time.time()
-                    items.extend(table.items)
+            for table in tables:
+                if self._stopping.is_set():
+                    break
+                self._runner.apply_control(table)
+                if not table.owned:  # another replica lists and schedules it (hoodied.table_split)
+                    continue
+                if self._polls.running(table):  # its last poll overran and goes on (hoodied.table_polls)
+                    continue
+                if table.key in self._restarts:
+                    self._restarts.discard(table.key)
+                    self._restart_interval(table)
+                # Not backing off after a failure, and due by its poll interval.
+                if self._clock() < table.retry_at or not self._interval_due(table, started):
+                    continue
+                body = self._poll_body(table, started, table in announced, table in commanded)
+                self._polls.start(table, body)
+            done = self._polls.wait(deadline=not wait_all, stopping=self._stopping)
+            errors = sum(1 for _, ok in done.ended if not ok)
+            items = [item for t in self.tables() if t.owned for item in t.items]
             items.sort(key=WorkItem.sort_key)
             self._runner.offer(items)
-            self._polls += 1
+            self._polls_done += 1
             now = time.time()
             self.metrics.poll_finished(self._clock() - started, ok=True, now=now)
             self.heartbeats.last_poll_succeeded = now
-            if errors:
-                self.heartbeats.last_error = f"{errors} table(s) failed to poll"
+            if errors or done.overran:
+                overran = f"; {len(done.overran)} overran their deadline" if done.overran else ""
+                self.heartbeats.last_error = f"{errors} table(s) failed to poll{overran}"
             return items
+
+    def _poll_body(
+        self, table: WatchedTable, started: float, announced: bool, commanded: bool
+    ) -> Callable[[], bool]:
+        """One table's poll as a :class:`~hoodied.table_polls.TablePolls` worker runs it (true when it
+        succeeded): :meth:`_poll_table`, its pace, its metrics, and the work it found queued at once when its
+        timeline changed (after the first pass)."""
+
+        def body() -> bool:
+            t0 = self._clock()
+            ok = True
+            requests = table.storage.requests.snapshot()
+            jobs_ended = table.jobs_ended
+            # A sweep (a poll no event asked for) that finds a change: an event was lost or late.
+            sweep = table.settings.change_notifications and table.listing is not None and not announced
+            with log_context(table=table.name):
+                try:
+                    changed = self._poll_table(table, announced=announced)
+                    table.failures, table.last_error = 0, None
+                    if changed and sweep:
+                        self.metrics.sweep_found_changes.labels(table.name).inc()
+                    self._pace(table, started, jobs_ended, changed=changed or commanded)
+                    if changed and table.items and self._polls_done:
+                        self._runner.add(table.items)
+                    if table.overran:
+                        logger.info("table %s polled within its deadline again", table.name)
+                        table.overran = False
+                except Exception as e:
+                    ok = False
+                    self._table_failed(table, e)
+            self.metrics.table_poll_finished(table.name, self._clock() - t0, ok=ok)
+            made = _since(requests, table.storage.requests.snapshot())
+            self.metrics.count_requests(table.name, "poll", made)
+            self.heartbeats.last_table_polled = time.time()
+            if table.identity not in self._tables:  # no longer watched while it polled
+                self.metrics.forget_table(table.name)
+            return ok
+
+        return body
+
+    def _overran(self, table: WatchedTable, seconds: float) -> None:
+        """A table's poll overran its deadline (:mod:`hoodied.table_polls`): the pass goes on without it."""
+        self.metrics.table_poll_overruns.labels(table.name).inc()
+        if not table.overran:
+            logger.warning(
+                "the poll of table %s (%s) is still running after %.0f s (poll_deadline): the other tables "
+                "go on; it is polled again once this poll ends",
+                table.name,
+                redact_uri(table.uri),
+                seconds,
+            )
+        table.overran = True
+
+    def wait_polls(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every table poll still running (one that overran included);
+        true when none is left (the daemon's shutdown: a poll may be scheduling under the table lock)."""
+        return self._polls.join(timeout)
 
     def _take_events(self) -> set[WatchedTable]:
         """The tables change events announced since the last poll (:mod:`hoodied.change_events`), each due
@@ -358,6 +391,9 @@ class Poller:
         for table in tables:
             table.owner = self._split.owner(table.key)
             mine = table.owner == self._split.replica
+            if self._polls.running(table):  # decided once its poll, which overran, ended
+                owned += table.owned
+                continue
             if mine and not table.owned:
                 self._restart_interval(table)
             elif table.owned and not mine:
@@ -395,7 +431,14 @@ class Poller:
         return now >= table.poll_due_at or table.jobs_ended != table.jobs_ended_polled
 
     def _restart_interval(self, table: WatchedTable) -> None:
-        """Back to the base interval, and due at once (an operator's command, a failed poll)."""
+        """Back to the base interval, and due at once (an operator's command, a failed poll); for a table
+        whose poll is running (it overran), once that poll ends (its pace would undo it)."""
+        if self._polls.running(table):
+            self._restarts.add(table.key)
+            return
+        self._base_interval(table)
+
+    def _base_interval(self, table: WatchedTable) -> None:
         table.poll_interval = self.config.poll_interval
         table.poll_due_at = float("-inf")
         self.metrics.table_poll_interval_seconds.labels(table.name).set(table.poll_interval)
@@ -427,7 +470,7 @@ class Poller:
         table.failures += 1
         delay = self.config.jobs.retry_delay(table.failures)
         table.retry_at = self._clock() + delay
-        self._restart_interval(table)
+        self._base_interval(table)
         table.items = ()
         table.evaluated = None
         table.listed_folder_time_ns = None
@@ -438,10 +481,10 @@ class Poller:
             )
         table.last_error = message
 
-    def _poll_table(self, table: WatchedTable, ahead: Future[Listed] | None = None) -> bool:
-        """Poll one table (``ahead``: its listing, taken on a listing thread); true when its timeline
-        changed."""
-        listed = ahead.result() if ahead is not None else list_timeline(table, table.config, self._clock())
+    def _poll_table(self, table: WatchedTable, *, announced: bool = False) -> bool:
+        """Poll one table (``announced``: a change event named it); true when its timeline changed."""
+        age = config_max_age(table, announced=announced)
+        listed = list_timeline(table, table.config, self._clock(), config_max_age=age)
         changed = self._take(table, listed)
         schedules = (
             table.settings.schedule

@@ -94,10 +94,15 @@ class Supervisor:
         scanned), for ``/status``."""
         return [scan.to_json() for scan in self.poller.discovery]
 
-    def poll(self) -> list[WorkItem]:
+    def poll(self, *, wait_all: bool = False) -> list[WorkItem]:
         """One pass over every table; returns the runnable work, highest priority first, as handed to the
-        workers."""
-        return self.poller.poll()
+        workers (``wait_all``: every table's poll waited for, however long it takes: hoodied.table_polls)."""
+        return self.poller.poll(wait_all=wait_all)
+
+    def wait_polls(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the table polls still running (one that overran its deadline
+        included); true when none is left."""
+        return self.poller.wait_polls(timeout)
 
     def start_workers(self, *, until_idle: bool = False) -> None:
         """Start the worker threads; ``until_idle``: they exit when the queue runs dry (``run --once``)."""
@@ -106,7 +111,7 @@ class Supervisor:
     def run_pass(self, timeout: float | None = None) -> bool:
         """One pass (``run --once``): poll, run what it found, return when nothing runnable is left (True) or
         after ``timeout`` seconds (False)."""
-        self.poll()
+        self.poll(wait_all=True)
         self.start_workers(until_idle=True)
         return self.wait_idle(timeout)
 

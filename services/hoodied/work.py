@@ -108,6 +108,8 @@ class WatchedTable:
     jobs_ended: int = 0
     jobs_ended_polled: int = 0
     last_error: str | None = None
+    #: Its last poll overran its deadline (hoodied.table_polls; said once until a poll keeps to it again).
+    overran: bool = False
     schedule_error: str | None = None  # why the last scheduling of a service failed (the poll went on)
     held: str | None = None  # why no service may run on the table now (a pending restore)
     unclaimed_since: dict[str, float] = field(default_factory=dict)

@@ -31,6 +31,7 @@ from hoodied.listing import CONFIG_MAX_AGE, QUIET_FOLDER_AGE
 from hoodied.metrics import Metrics
 from hoodied.supervisor import Supervisor
 from hoodied.work import WatchedTable, WorkItem
+from support.s3_faults import FaultProxy
 from support.s3_server import S3Server
 
 #: Tables of a fleet: enough that a cost per poll would not hide in a cost per table.
@@ -243,6 +244,29 @@ def test_a_table_whose_properties_vanish_shows_as_failing(tmp_path: Path) -> Non
     supervisor.poll()
     assert daemon.status()["tables"][table.name]["last_error"] is None  # type: ignore[index]
     assert failures() == 1
+
+
+def test_a_sweep_of_a_table_with_notifications_does_not_read_its_properties(tmp_path: Path) -> None:
+    """With change notifications a sweep of an idle table costs its one look at the timeline, however long
+    ago its properties were read: they are read when an event names the table (the bucket's events cover
+    ``.hoodie/hoodie.properties``)."""
+    (uri,) = _local_fleet(tmp_path, 1)
+    clock = Clock()
+    daemon = _daemon(
+        f"{EVERY_POLL}tables: [{{path: '{uri}', change_notifications: true}}]", tmp_path / "state", clock
+    )
+    supervisor = daemon.supervisor
+    assert supervisor is not None
+    supervisor.poll()
+    (table,) = supervisor.tables()
+    read_at = table.config_read_at
+    clock.now += 2 * CONFIG_MAX_AGE
+    # The folder's time and (LISTING_MAX_AGE passed) its listing; no properties read.
+    assert _idle_requests(supervisor, 1) == {"HEAD": 1, "LIST": 1}
+    assert table.config_read_at == read_at
+    daemon.events.announce(Announcement(uri, "commit_callback", None, time.time()))
+    supervisor.poll()
+    assert table.config_read_at == clock.now
 
 
 def test_a_table_whose_folder_is_deleted_shows_as_failing(tmp_path: Path) -> None:
@@ -540,3 +564,62 @@ def test_an_event_for_a_new_table_under_a_discovery_root_has_it_watched_at_once(
     (new,) = [t for t in supervisor.tables() if t.uri == str(second)]
     assert new.listing is not None  # watched, and polled in the same poll
     assert _events_counted(daemon, "commit_callback", "table") == 1
+
+
+@pytest.mark.s3
+def test_a_slow_store_and_a_missing_bucket_hold_up_no_other_table(
+    s3_server: S3Server, s3_faults: FaultProxy, tmp_path: Path
+) -> None:
+    """One table's store answers after 8 s, another's bucket does not exist: every other table is polled at
+    every pass, a pass lasts about the deadline (poll_deadline 1 s), the slow table's poll goes on alone and
+    counts as an overrun, and the missing bucket fails at once, on one line, without retries."""
+    template = _template(tmp_path)
+    prefix = f"s3://lake/fleet-{tmp_path.name}"
+    quick = [s3_server.upload(template, f"{prefix}/t{i}") for i in range(4)]
+    slow = s3_server.upload(template, f"{prefix}/slow")
+    options = ", ".join(f"{k}: '{v}'" for k, v in s3_faults.storage_options().items())
+    entries = [f"  - {u}" for u in quick] + [
+        f"  - {{path: {slow}, storage_options: {{{options}}}}}",
+        "  - s3://hoodied-no-such-bucket/gone",
+    ]
+    config = DaemonConfig.parse(
+        f"metrics: {{port: null}}\nspark: {{fair_pools: false}}\n{EVERY_POLL}poll_deadline: 1s\n"
+        "tables:\n" + "\n".join(entries) + "\n"
+    )
+    metrics = Metrics(replica="test")
+    supervisor = Supervisor(
+        config,
+        EmbeddedCoordination(metrics),
+        metrics,
+        Heartbeats(started_at=time.time()),
+        _no_spark,
+        control=FileControlStore(tmp_path / "state"),
+    )
+    began = time.monotonic()
+    supervisor.poll()  # cold
+    assert time.monotonic() - began < 5.0  # the missing bucket answered at once (no retries)
+    by_name = {t.name: t for t in supervisor.tables()}
+    gone = by_name["gone"]
+    assert gone.last_error is not None
+    assert "\n" not in gone.last_error, gone.last_error
+    assert "NoSuchBucket" in gone.last_error, gone.last_error
+    polls = {name: t.polls for name, t in by_name.items()}
+
+    s3_faults.inject(kind="slow", delay=8.0, match=r"(/|%2F)slow(/|%2F)")  # (a listing's prefix: %2F)
+    for _ in range(3):
+        began = time.monotonic()
+        supervisor.poll()
+        assert time.monotonic() - began < 3.0  # the deadline (1 s) and a margin, not the store's 8 s
+    for name in ("t0", "t1", "t2", "t3"):
+        assert by_name[name].polls == polls[name] + 3, name
+    assert by_name["slow"].polls == polls["slow"]  # its one poll still runs
+    assert by_name["slow"].overran
+    overruns = supervisor.metrics.exposition().decode()
+    assert 'hoodied_table_poll_overruns_total{table="slow"} 1.0' in overruns
+
+    s3_faults.heal()
+    assert supervisor.wait_polls(20.0)
+    supervisor.poll()
+    assert by_name["slow"].polls == polls["slow"] + 2  # the one that overran, then this pass's
+    assert not by_name["slow"].overran
+    assert by_name["slow"].last_error is None
