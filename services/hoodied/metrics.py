@@ -95,6 +95,7 @@ METRIC_NAMES: Final = frozenset(
         "hoodied_last_successful_poll_timestamp_seconds",
         "hoodied_table_poll_failures_total",
         "hoodied_table_poll_overruns_total",
+        "hoodied_orphaned_rollbacks_total",
         "hoodied_table_poll_interval_seconds",
         "hoodied_storage_requests_total",
         "hoodied_active_timeline_instants",
@@ -274,6 +275,12 @@ class Metrics:
             "hoodied_table_poll_overruns_total",
             "Polls of a table still running at their deadline (poll_deadline): the other tables went on "
             "without them (hoodied.table_polls).",
+            ("table",),
+        )
+        self.orphaned_rollbacks = self._counter(
+            "hoodied_orphaned_rollbacks_total",
+            "Pending rollbacks whose instant was gone, finished (or withdrawn when stale) by this replica "
+            "(hoodie.write.orphaned_rollback).",
             ("table",),
         )
         self.table_poll_interval_seconds = self._gauge(

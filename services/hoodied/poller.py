@@ -67,9 +67,10 @@ from hoodie.storage import Storage
 from hoodie.storage.identity import table_identity
 from hoodie.storage.redact import redact_uri
 from hoodie.table import Table
-from hoodie.timeline.instant import RESTORE, Instant, State
+from hoodie.timeline.instant import RESTORE, ROLLBACK, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator, parse_instant_time
 from hoodie.timeline.timeline import Timeline
+from hoodie.write.orphaned_rollback import finish_orphaned_rollback, orphaned_rollbacks
 from hoodied.change_events import ChangeEvents
 from hoodied.config import DaemonConfig, DiscoveryRoot, TableSettings
 from hoodied.control import DRAINING, PAUSED, ControlStore, Note, TableControl
@@ -497,6 +498,7 @@ class Poller:
             table.scheduled_listing = table.listing
         self._measure(table)
         self._check_drained(table)
+        self._finish_orphaned_rollbacks(table)
         evaluated = (table.listing, table.control, tuple(table.schedule_reasons.items()))
         if table.evaluated == evaluated:
             return changed  # quiet (the module docstring): what follows would come out as it did
@@ -510,6 +512,36 @@ class Poller:
         )
         table.evaluated = None if any(table.pending.values()) else evaluated
         return changed
+
+    def _finish_orphaned_rollbacks(self, table: WatchedTable) -> None:
+        """Finish the pending rollbacks whose instant is gone from the timeline once each was seen pending
+        for ``takeover_grace`` (:mod:`hoodie.write.orphaned_rollback`: nothing else would ever finish them,
+        and archival stops at them), under the table lock, where hoodied runs services and the table is
+        neither paused nor held by a restore. A failure is logged and tried again at the next poll."""
+        assert table.timeline is not None
+        assert table.config is not None
+        pending = {i.time for i in table.timeline.pending() if i.action == ROLLBACK}
+        now = self._clock()
+        table.rollbacks_seen = {t: table.rollbacks_seen.get(t, now) for t in pending}
+        due = {t for t, seen in table.rollbacks_seen.items() if now - seen >= self.config.jobs.takeover_grace}
+        if not due or not table.settings.services or table.held or not table.control.claims_allowed:
+            return
+        try:
+            orphans = [o for o in orphaned_rollbacks(table.storage, table.timeline) if o.rollback.time in due]
+            for orphan in orphans:
+                lock = self.coordination.table_lock(table.storage, table.config, table.settings.hoodie)
+                done = finish_orphaned_rollback(table.storage, lock, orphan.rollback.time)
+                if done is not None:
+                    self.metrics.orphaned_rollbacks.labels(table.name).inc()
+                    table.poll_due_at = float("-inf")  # the timeline changed: read it again next time
+        except Exception as e:
+            logger.error(
+                "table %s (%s): cannot finish an orphaned rollback: %s: %s",
+                table.name,
+                redact_uri(table.uri),
+                type(e).__name__,
+                e,
+            )
 
     def _measure(self, table: WatchedTable) -> None:
         """Measure the table's backlog when its timeline changed since the last measure, and export it."""

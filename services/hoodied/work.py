@@ -113,6 +113,9 @@ class WatchedTable:
     schedule_error: str | None = None  # why the last scheduling of a service failed (the poll went on)
     held: str | None = None  # why no service may run on the table now (a pending restore)
     unclaimed_since: dict[str, float] = field(default_factory=dict)
+    #: Pending rollbacks by time, and the poller's monotonic time each was first seen pending (an orphaned
+    #: one, whose instant is gone, is finished once seen for takeover_grace: hoodie.write.orphaned_rollback).
+    rollbacks_seen: dict[str, float] = field(default_factory=dict)
     #: Why an unclaimed inflight instant is left alone (not started by hoodied, owner maybe alive), by time.
     foreign: dict[str, str] = field(default_factory=dict)
     last_results: dict[str, JobOutcome] = field(default_factory=dict)

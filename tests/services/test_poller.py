@@ -15,11 +15,15 @@ from typing import Any
 import pytest
 
 from hoodie.compaction.plan import schedule_compaction
-from hoodie.lock import lock_for_table
+from hoodie.lock import FileSystemLock, lock_for_table
 from hoodie.storage import Storage
+from hoodie.table import Table
 from hoodie.testing.generate import GenerateSpec, TripGenerator, generate_table
 from hoodie.testing.table_writer import TableWriter
-from hoodie.timeline.instant import Instant, State
+from hoodie.timeline.instant import ROLLBACK, Instant, State
+from hoodie.timeline.instant_time import InstantTimeGenerator
+from hoodie.timeline.metadata import InstantInfo, RollbackPlan, RollbackRequest, encode_rollback_plan
+from hoodie.timeline.writer import TimelineWriter
 from hoodied.change_events import Announcement
 from hoodied.config import DaemonConfig
 from hoodied.control import Command, FileControlStore, apply_command
@@ -623,3 +627,52 @@ def test_a_slow_store_and_a_missing_bucket_hold_up_no_other_table(
     assert by_name["slow"].polls == polls["slow"] + 2  # the one that overran, then this pass's
     assert not by_name["slow"].overran
     assert by_name["slow"].last_error is None
+
+
+def test_a_rollback_left_pending_after_its_instant_was_removed_is_finished_after_the_grace(
+    tmp_path: Path,
+) -> None:
+    """A stale holder's rollback plan that landed after its instant was rolled back for good (chaos seed
+    603) is finished by the table's poller once seen pending for takeover_grace, under the table lock; the
+    file it names goes, and hoodied_orphaned_rollbacks_total counts it."""
+    (uri,) = _local_fleet(tmp_path, 1)
+    storage = Storage.for_uri(uri)
+    config = Table.load(storage).config
+    gone = InstantTimeGenerator().next(storage, config)
+    (existing, *_) = sorted(p for p in Path(uri).rglob("*.parquet") if ".hoodie" not in p.parts)
+    leftover = existing.with_name(f"{existing.name.split('_', 1)[0]}_0-9-0_{gone}.parquet")
+    shutil.copy(existing, leftover)
+    relative = str(leftover.relative_to(uri))
+    plan = RollbackPlan(
+        instant_to_rollback=InstantInfo(gone, "replacecommit"),
+        rollback_requests=(
+            RollbackRequest(
+                partition_path=relative.rsplit("/", 1)[0],
+                file_id="",
+                latest_base_instant="",
+                files_to_be_deleted=(storage.full_path(relative),),
+            ),
+        ),
+    )
+    writer = TimelineWriter(storage, config, FileSystemLock(storage))
+    rollback = InstantTimeGenerator().next(storage, config)
+    writer.request(ROLLBACK, rollback, encode_rollback_plan(plan, table_version=config.table_version))
+    clock = Clock()
+    daemon = _daemon(f"{EVERY_POLL}tables: ['{uri}']", tmp_path / "state", clock)
+    supervisor = daemon.supervisor
+    assert supervisor is not None
+    supervisor.poll()
+    assert leftover.exists()  # within the grace: a writer may be finishing it
+    clock.now += supervisor.config.jobs.takeover_grace
+    supervisor.poll()
+    assert not leftover.exists()
+    done = Table.load(storage).timeline.get(rollback)
+    assert done is not None
+    assert done.state is State.COMPLETED
+    (table,) = supervisor.tables()
+    assert (
+        supervisor.metrics.registry.get_sample_value(
+            "hoodied_orphaned_rollbacks_total", {"table": table.name}
+        )
+        == 1.0
+    )

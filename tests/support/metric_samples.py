@@ -28,6 +28,7 @@ def touch_everything(m: Metrics) -> None:
     m.poll_finished(0.5, ok=True, now=1_800_000_000.0)
     m.table_poll_finished("orders", 0.1, ok=False)
     m.table_poll_overruns.labels("orders").inc()
+    m.orphaned_rollbacks.labels("orders").inc()
     m.table_poll_interval_seconds.labels("orders").set(60.0)
     m.count_requests("orders", "poll", {"LIST": 1})
     m.change_events.labels("commit_callback", "queued").inc()

@@ -38,7 +38,7 @@ from hoodie.metadata.writer import forget_metadata_instant
 from hoodie.storage import Storage
 from hoodie.storage.local import partial_write_target
 from hoodie.table import Table
-from hoodie.timeline.instant import COMMIT, DELTA_COMMIT, RESTORE, ROLLBACK, Instant, State
+from hoodie.timeline.instant import COMMIT, DELTA_COMMIT, ROLLBACK, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator, parse_instant_time
 from hoodie.timeline.metadata import (
     InstantInfo,
@@ -47,14 +47,14 @@ from hoodie.timeline.metadata import (
     RollbackPlan,
     RollbackRequest,
     decode_rollback_metadata,
-    decode_rollback_plan,
     encode_rollback_metadata,
     encode_rollback_plan,
 )
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.heartbeat import HeartbeatConfig, heartbeat_path, last_heartbeat_ms
 from hoodie.write.markers import Markers
-from hoodie.write.rollback import pending_rollback_of, planned_paths
+from hoodie.write.orphaned_rollback import finish_orphaned_rollback, orphaned_rollbacks
+from hoodie.write.rollback import pending_rollback_of
 
 logger = logging.getLogger(__name__)
 
@@ -352,49 +352,20 @@ def rollback_failed_writes(
     return out
 
 
-def finish_orphaned_rollbacks(storage: Storage, lock: LockProvider) -> list[Instant]:
-    """Complete the pending rollbacks of writes that are no longer on the timeline: a rollback stopped after
-    it removed its write's instant (a crash, a full disk) has nothing left to find it by, and would stay
-    pending for ever. As Hudi's ``rollbackFailedWrites`` re-runs such a plan, the files it names that are
-    still there go first. Not while a restore is pending: its rollbacks complete with it. Returns the
-    rollbacks completed."""
+def finish_orphaned_rollbacks(storage: Storage, lock: LockProvider) -> list[str]:
+    """Finish the pending rollbacks of writes that are no longer on the timeline
+    (:mod:`hoodie.write.orphaned_rollback`): a rollback stopped after it removed its write's instant (a
+    crash, a full disk) has nothing left to find it by, and would stay pending for ever. Returns what was
+    done, one sentence each."""
     table = Table.load(storage)
-    pending = table.timeline.pending()
-    if any(i.action == RESTORE for i in pending):
-        return []
-    done: list[Instant] = []
-    writer = TimelineWriter(storage, table.config, lock)
-    for rollback in (i for i in pending if i.action == ROLLBACK):
-        plan = decode_rollback_plan(storage.read(table.timeline.file_of(rollback.time, State.REQUESTED)))
-        target = plan.instant_to_rollback
-        if (
-            target is None
-            or target.action not in FAILED_WRITE_ACTIONS
-            or table.timeline.get(target.commit_time)
-        ):
+    done: list[str] = []
+    for orphan in orphaned_rollbacks(storage, table.timeline):
+        target = orphan.plan.instant_to_rollback
+        if target is None or target.action not in FAILED_WRITE_ACTIONS:
             continue
-        started = time.monotonic()
-        deleted: dict[str, list[str]] = {}
-        for path in planned_paths(plan):
-            if storage.exists(path):
-                storage.delete(path)
-                deleted.setdefault(posixpath.dirname(path), []).append(storage.full_path(path))
-        metadata = _rollback_metadata(rollback.time, started, target, deleted, {})
-        with held(lock):
-            forget_metadata_instant(storage, lock, target.commit_time)
-            inflight = rollback if rollback.state is State.INFLIGHT else writer.start(rollback)
-            done.append(
-                writer.complete(
-                    inflight, encode_rollback_metadata(metadata, table_version=table.config.table_version)
-                )
-            )
-        logger.warning(
-            "finished rollback %s of %s %s on %s, which had stopped after its write was removed",
-            rollback.time,
-            target.action,
-            target.commit_time,
-            storage.uri,
-        )
+        finished = finish_orphaned_rollback(storage, lock, orphan.rollback.time)
+        if finished is not None:
+            done.append(finished)
     return done
 
 
