@@ -24,6 +24,26 @@ from hoodie.storage.identity import table_identity
 
 #: How many distinct tables may wait in the queue; more are dropped (and counted): the sweep finds them.
 MAX_QUEUED = 100_000
+#: The folders under ``.hoodie/`` whose changes say nothing of the timeline.
+NOT_TIMELINE = (".aux/", ".heartbeat/", ".temp/", ".locks/", "metadata/", ".bucket_index/", ".schema/")
+
+
+def table_prefix_of(name: str) -> str | None:
+    """The key prefix of the table whose timeline (or ``hoodie.properties``) the object ``name`` (a key in
+    its bucket or container, decoded) belongs to: its part before ``.hoodie/`` (``""`` for a table at the
+    bucket's root), or ``None`` for any other object: data files, and the folders of :data:`NOT_TIMELINE`
+    (the heartbeats, ``.aux``, the metadata table's own folder). A store's object events name keys; this is
+    what turns one into a table."""
+    marker = ".hoodie/"
+    at = name.find(marker)
+    while at > 0 and name[at - 1] != "/":  # a folder named "x.hoodie" is not the meta folder
+        at = name.find(marker, at + 1)
+    if at < 0:
+        return None
+    inside = name[at + len(marker) :]
+    if not inside or inside.startswith(NOT_TIMELINE):
+        return None
+    return name[:at].rstrip("/")
 
 
 @dataclass(frozen=True)
@@ -103,4 +123,10 @@ class ChangeEvents:
             return bool(self._queued)
 
 
-__all__ = ["MAX_QUEUED", "Announcement", "ChangeEvents"]
+__all__ = [
+    "MAX_QUEUED",
+    "NOT_TIMELINE",
+    "Announcement",
+    "ChangeEvents",
+    "table_prefix_of",
+]

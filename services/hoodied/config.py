@@ -60,6 +60,9 @@ Every key, its default and its meaning (the README's configuration reference is 
         - queue_url: https://sqs.us-east-1.amazonaws.com/123456789012/hudi-timelines
           region: us-east-1       # default: the environment's
           endpoint: null          # an S3-compatible store's own queue service
+      azure_queues:               # Azure Blob Storage events (Event Grid), delivered to storage queues
+        - queue_url: https://account.queue.core.windows.net/hudi-timelines   # a SAS may follow
+          idle_wait: 5s           # the longest wait between two reads of an empty queue
       sweep_interval: 10m         # a table with change_notifications is listed at least this often anyway
     defaults:                     # table settings every table starts from
       services: [compaction, clustering, clean, indexing, archival]   # what hoodied runs
@@ -401,12 +404,21 @@ class SqsQueueSettings:
 
 
 @dataclass(frozen=True)
+class AzureQueueSettings:
+    """One Azure Storage queue Event Grid delivers blob events to (:mod:`hoodied.azure_events`)."""
+
+    queue_url: str
+    idle_wait: float = 5.0
+
+
+@dataclass(frozen=True)
 class NotificationSettings:
     """Where change events come from (:mod:`hoodied.change_events`), and how often a table they cover is
     listed anyway."""
 
     commit_callback_key_file: str | None = None
     s3_sqs: tuple[SqsQueueSettings, ...] = ()
+    azure_queues: tuple[AzureQueueSettings, ...] = ()
     sweep_interval: float = 600.0
 
 
@@ -716,11 +728,31 @@ def _notifications(s: _Section) -> NotificationSettings:
         queues.append(SqsQueueSettings(url, q.get("region", None, _str), q.get("endpoint", None, _str)))
         q.done()
     s.used.add("s3_sqs")
+    azure: list[AzureQueueSettings] = []
+    raw = s.raw.get("azure_queues")
+    if raw is not None and not isinstance(raw, list):
+        raise ConfigError(f"{s.path('azure_queues')}: expected a list of queues")
+    for i, item in enumerate(raw or []):
+        q = _Section(item, f"{s.path('azure_queues')}[{i}]")
+        url = q.get("queue_url", None, _str)
+        if not url or not url.startswith(("https://", "http://")):
+            raise ConfigError(
+                f"{q.path('queue_url')}: expected the queue's URL (https://<account>.queue....)"
+            )
+        idle = q.get("idle_wait", 5.0, parse_duration)
+        if idle < 1.0:
+            raise ConfigError(f"{q.path('idle_wait')}: {idle} s is below 1s")
+        azure.append(AzureQueueSettings(url, idle))
+        q.done()
+    s.used.add("azure_queues")
     sweep = s.get("sweep_interval", 600.0, parse_duration)
     if sweep < 1.0:
         raise ConfigError(f"{s.path('sweep_interval')}: {sweep} s is below 1s")
     out = NotificationSettings(
-        os.path.expanduser(key_file) if key_file else None, tuple(queues), sweep_interval=sweep
+        os.path.expanduser(key_file) if key_file else None,
+        tuple(queues),
+        tuple(azure),
+        sweep_interval=sweep,
     )
     s.done()
     return out

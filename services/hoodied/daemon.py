@@ -40,6 +40,7 @@ from hoodie.table import Table
 from hoodie.timeline.instant import State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodied.api import Api
+from hoodied.azure_events import AzureQueueListener, AzureQueueRefused, AzureQueueSource
 from hoodied.change_events import ChangeEvents
 from hoodied.commit_callback import CommitCallback
 from hoodied.config import DaemonConfig, TableSettings
@@ -163,7 +164,7 @@ class Daemon:
         self._polling = threading.Lock()  # held by the poll under way (see _drain)
         #: Change events (commit callbacks, S3 event queues): a table they name is polled at once.
         self.events = ChangeEvents()
-        self._listeners: list[SqsListener] = []
+        self._listeners: list[SqsListener | AzureQueueListener] = []
 
     def spark(self) -> SparkSession:
         with self._spark_lock:
@@ -285,6 +286,13 @@ class Daemon:
                 SqsListener(SqsSource(q.queue_url, q.region, q.endpoint), self.events).start()
                 for q in config.notifications.s3_sqs
             ]
+            for q in config.notifications.azure_queues:
+                try:
+                    listener = AzureQueueListener(AzureQueueSource(q.queue_url, q.idle_wait), self.events)
+                except AzureQueueRefused as e:  # its tables are swept meanwhile: the daemon goes on
+                    logger.error("not reading the Azure event queue: %s", e)
+                    continue
+                self._listeners.append(listener.start())
             scheduler = start_polling(self._poll, config.poll_interval, config.poll_jitter)
             while not self.shutdown.is_set():
                 # A change event polls now (its table is due at once), between the scheduled polls: a poll

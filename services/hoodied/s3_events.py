@@ -33,13 +33,11 @@ from urllib.parse import unquote_plus
 
 import boto3
 
-from hoodied.change_events import Announcement, ChangeEvents
+from hoodied.change_events import Announcement, ChangeEvents, table_prefix_of
 
 logger = logging.getLogger(__name__)
 
 SOURCE = "s3_sqs"
-#: The folders under ``.hoodie/`` whose changes say nothing of the timeline.
-_NOT_TIMELINE = (".aux/", ".heartbeat/", ".temp/", ".locks/", "metadata/", ".bucket_index/", ".schema/")
 MAX_BACKOFF = 60.0
 
 
@@ -56,18 +54,11 @@ class SqsSource:
 
 def base_path_of(bucket: str, key: str, *, scheme: str = "s3") -> str | None:
     """The base path of the table whose timeline the object ``key`` of ``bucket`` belongs to (the key as
-    an S3 event carries it: URL-encoded, ``+`` for a space), or ``None`` for any other object."""
-    name = unquote_plus(key)
-    marker = ".hoodie/"
-    at = name.find(marker)
-    while at > 0 and name[at - 1] != "/":  # a folder named "x.hoodie" is not the meta folder
-        at = name.find(marker, at + 1)
-    if at < 0:
+    an S3 event carries it: URL-encoded, ``+`` for a space), or ``None`` for any other object
+    (:func:`hoodied.change_events.table_prefix_of`)."""
+    base = table_prefix_of(unquote_plus(key))
+    if base is None:
         return None
-    inside = name[at + len(marker) :]
-    if not inside or inside.startswith(_NOT_TIMELINE):
-        return None
-    base = name[:at].rstrip("/")
     return f"{scheme}://{bucket}/{base}" if base else f"{scheme}://{bucket}"
 
 

@@ -89,4 +89,52 @@ class Azurite:
         return f"az://{name}"
 
 
-__all__ = ["Azurite", "azurite_binary", "azurite_missing"]
+def azurite_queue_binary() -> str | None:
+    """``azurite-queue`` beside the blob server's binary (one npm package ships both)."""
+    blob = azurite_binary()
+    if blob is None:
+        return None
+    queue = Path(blob).with_name("azurite-queue")
+    return str(queue) if queue.exists() else shutil.which("azurite-queue")
+
+
+class AzuriteQueues:
+    """Azurite's queue service on a free port of 127.0.0.1 (the storage queues Event Grid delivers blob
+    events to); :meth:`start`, then :meth:`stop` (kills it by PID)."""
+
+    def __init__(self, work: Path) -> None:
+        binary = azurite_queue_binary()
+        assert binary is not None
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [binary, "--queueHost", "127.0.0.1", "--queuePort", str(self.port), "--location"]
+        command += [str(work / "data"), "--skipApiVersionCheck", "--loose"]
+        self._process = ServerProcess("Azurite queues", command, work / "azurite-queue.log", self._answers)
+
+    @property
+    def connection_string(self) -> str:
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};"
+            f"QueueEndpoint={self.url}/{ACCOUNT};"
+        )
+
+    def queue_url(self, name: str) -> str:
+        return f"{self.url}/{ACCOUNT}/{name}"
+
+    def _answers(self) -> bool:
+        try:
+            urllib.request.urlopen(f"{self.url}/{ACCOUNT}?comp=list", timeout=2).close()
+            return True
+        except urllib.error.HTTPError:
+            return True  # it answers (an unsigned request is refused): it is up
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def start(self) -> None:
+        self._process.start()
+
+    def stop(self) -> None:
+        self._process.stop()
+
+
+__all__ = ["ACCOUNT", "ACCOUNT_KEY", "Azurite", "AzuriteQueues", "azurite_binary", "azurite_missing"]
