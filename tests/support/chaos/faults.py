@@ -142,7 +142,13 @@ class Tmpfs:
         """Write the ballast until the file system is full; returns its bytes."""
         written = 0
         chunk = b"\0" * (1 << 20)
-        with open(self._ballast, "ab") as f:
+        try:
+            f = open(self._ballast, "ab")  # noqa: SIM115 (closed below)
+        except OSError as e:  # the file system is full already: the fault is in force as it is
+            if e.errno != errno.ENOSPC:
+                raise
+            return 0
+        with f:
             while True:
                 try:
                     f.write(chunk)
@@ -219,8 +225,18 @@ class FaultInjector:
     _blocked: set[str] = field(default_factory=set)
     _stopped: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Why the injection stopped before its time (an exception in a fault): the trial then proved less than
+    #: it claims, and fails.
+    error: str | None = None
 
     def run(self, duration: float, stop: threading.Event) -> None:
+        try:
+            self._run(duration, stop)
+        except Exception as e:
+            self.error = f"the fault injection broke: {type(e).__name__}: {e}"
+            self.heal()
+
+    def _run(self, duration: float, stop: threading.Event) -> None:
         started = time.monotonic()
         next_fault = self.rng.uniform(1.0, 2 * self.mean_gap)
         while not stop.is_set():

@@ -589,6 +589,8 @@ class Trial:
             if self.spec.record_index:
                 self._request_record_index(zookeeper)
             chaos.join()
+            if injector.error is not None:
+                self.problems.append(injector.error)
             self._stop_writer()
             operator.finish(ONEOFF_TIMEOUT)
             self.problems.extend(operator.errors)
@@ -756,6 +758,8 @@ class Trial:
             seen.update({t: service for service, t in outcomes(log).completed})
         seen.update({t: service for service, t in oneoffs})
         check_history_complete(table, seen, verdict)
+        if verdict.batches_acked == 0:  # nothing written under the faults: the trial proved nothing
+            verdict.problems.append("the writer had no batch acknowledged: the trial proved nothing")
         if table.config.metadata_partitions and self.store.uri.startswith("/"):
             try:
                 check_metadata_table(Path(self.store.uri), "after the trial")
