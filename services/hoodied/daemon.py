@@ -421,6 +421,7 @@ def _table_status(t: WatchedTable, holders: Mapping[str, Mapping[str, object]]) 
         "max_concurrent_jobs": t.settings.max_concurrent_jobs,
         "poll_interval": t.poll_interval,
         "polled_by": t.owner,
+        "poll_overran": t.overran,
         "urgency": {
             s: urgency(s, t.backlog, t.settings.priority) for s, instants in t.pending.items() if instants
         },
