@@ -18,7 +18,9 @@ in ``/status`` and ``hoodied_table_poll_failures_total`` within that time, inste
 its next write. Hudi's backup, ``hoodie.properties.backup``, stands in for a missing file as it does for
 Hudi's readers. Once per five minutes a table, the read is no cost a poll would notice.
 
-A table with change notifications is the exception (:func:`config_max_age`): its properties are read when an
+A quiet table, polled less often (:mod:`hoodied.poll_interval`), reads them every :data:`CONFIG_POLLS` polls
+(at the default ceiling of five minutes, every 50 minutes: a poll of an idle table stays one request). A table
+with change notifications is the exception (:func:`config_max_age`): its properties are read when an
 event names it (a bucket's events cover ``.hoodie/hoodie.properties``) and when its timeline changed, not by
 its sweeps, so that a sweep of an idle table costs its one listing (six an hour at the default sweep).
 """
@@ -41,15 +43,19 @@ QUIET_FOLDER_AGE: Final = 5.0
 LISTING_MAX_AGE: Final = 300.0
 #: Seconds after which a table's ``hoodie.properties`` is read again although its timeline did not change.
 CONFIG_MAX_AGE: Final = 300.0
+#: ... and at least this many of its polls (a quiet table's polls are far apart: :func:`config_max_age`).
+CONFIG_POLLS: Final = 10
 
 
 def config_max_age(table: WatchedTable, *, announced: bool) -> float:
     """Seconds after which a poll reads ``table``'s ``hoodie.properties`` again although its timeline did not
-    change: :data:`CONFIG_MAX_AGE`; with change notifications, at once when an event named the table
-    (``announced``) and never on a sweep (see the module docstring)."""
-    if not table.settings.change_notifications:
-        return CONFIG_MAX_AGE
-    return 0.0 if announced else math.inf
+    change: :data:`CONFIG_MAX_AGE`, or :data:`CONFIG_POLLS` of the table's polls at its interval now when
+    that is longer (a quiet table polled every five minutes reads it about once an hour); with change
+    notifications, at once when an event named the table (``announced``) and never on a sweep (see the
+    module docstring)."""
+    if table.settings.change_notifications:
+        return 0.0 if announced else math.inf
+    return max(CONFIG_MAX_AGE, CONFIG_POLLS * (table.poll_interval or 0.0))
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,7 @@ def list_timeline(
 
 __all__ = [
     "CONFIG_MAX_AGE",
+    "CONFIG_POLLS",
     "LISTING_MAX_AGE",
     "QUIET_FOLDER_AGE",
     "Listed",

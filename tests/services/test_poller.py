@@ -25,13 +25,13 @@ from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import InstantInfo, RollbackPlan, RollbackRequest, encode_rollback_plan
 from hoodie.timeline.writer import TimelineWriter
 from hoodied.change_events import Announcement
-from hoodied.config import DaemonConfig
+from hoodied.config import DaemonConfig, TableSettings
 from hoodied.control import Command, FileControlStore, apply_command
 from hoodied.coordination import EmbeddedCoordination
 from hoodied.ctl import main_ctl
 from hoodied.daemon import Daemon, _table_status
 from hoodied.health import Heartbeats
-from hoodied.listing import CONFIG_MAX_AGE, QUIET_FOLDER_AGE
+from hoodied.listing import CONFIG_MAX_AGE, CONFIG_POLLS, QUIET_FOLDER_AGE, config_max_age
 from hoodied.metrics import Metrics
 from hoodied.supervisor import Supervisor
 from hoodied.work import WatchedTable, WorkItem
@@ -271,6 +271,23 @@ def test_a_sweep_of_a_table_with_notifications_does_not_read_its_properties(tmp_
     daemon.events.announce(Announcement(uri, "commit_callback", None, time.time()))
     supervisor.poll()
     assert table.config_read_at == clock.now
+
+
+def test_a_quiet_table_reads_its_properties_every_ten_polls_at_its_interval(tmp_path: Path) -> None:
+    """At the base interval the properties are read every CONFIG_MAX_AGE; a table grown quiet to a 5-minute
+    interval reads them every CONFIG_POLLS polls (50 minutes), so an idle poll stays one request; one with
+    change notifications reads them when an event names it, never on a sweep."""
+    (uri,) = _local_fleet(tmp_path, 1)
+    storage = Storage.for_uri(uri)
+    table = WatchedTable(uri, "t", TableSettings(), storage)
+    assert config_max_age(table, announced=False) == CONFIG_MAX_AGE
+    table.poll_interval = 30.0
+    assert config_max_age(table, announced=False) == CONFIG_MAX_AGE
+    table.poll_interval = 300.0
+    assert config_max_age(table, announced=False) == CONFIG_POLLS * 300.0
+    announced = WatchedTable(uri, "n", TableSettings(change_notifications=True), storage)
+    assert config_max_age(announced, announced=False) == float("inf")
+    assert config_max_age(announced, announced=True) == 0.0
 
 
 def test_a_table_whose_folder_is_deleted_shows_as_failing(tmp_path: Path) -> None:
