@@ -51,28 +51,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from hoodie.config import TableConfig
 from hoodie.errors import CommitConflict, CorruptBaseFile, NothingToDo
 from hoodie.failpoints import failpoint
 from hoodie.file_group.file_group import FileSlice
-from hoodie.keygen import record_keys
-from hoodie.lock import LockProvider, held
-from hoodie.metadata.keys import partition_stats_key
-from hoodie.metadata.records import MetadataPartition, MetadataRecord, RecordType
-from hoodie.metadata.stats import ColumnStats, column_stats_records
-from hoodie.metadata.updates import indexed_columns
+from hoodie.lock import LockProvider
+from hoodie.metadata.records import MetadataPartition
 from hoodie.metadata.writer import (
     MetadataUpdate,
     MetadataWriter,
     maintain_metadata_table,
-    metadata_record,
     write_metadata_update,
 )
 from hoodie.storage import Storage, StorageRef
-from hoodie.table import RECORD_KEY, Table
+from hoodie.table import Table
 from hoodie.timeline.instant import REPLACE_COMMIT, WRITE_ACTIONS, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import CommitMetadata
@@ -87,9 +79,17 @@ from hoodie.ttl.plan import (
     plan_ttl,
     scheduled_config,
 )
+from hoodie.write.attempt import AttemptFence
+from hoodie.write.decision import forget_decision
 from hoodie.write.markers import Markers
+from hoodie.write.partition_delete import slice_keys, update_for_partition_delete
 from hoodie.write.rollback import rollback_unfinished
-from hoodie.write.service_commit import without_meta_fields
+from hoodie.write.service_commit import (
+    complete_decided,
+    held_to_complete,
+    void_superseded,
+    without_meta_fields,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -323,29 +323,6 @@ def read_partition_keys(task: TTLTask, write_token: str) -> PartitionKeys:
     return PartitionKeys(task.partition, tuple(keys))
 
 
-def slice_keys(table: Table, file_slice: FileSlice) -> tuple[str, ...]:
-    """Every record key of a file slice: all of its base file's (Hudi's record-index delete reads those),
-    and those its merged records hold (keys that live in log files only)."""
-    keys: dict[str, None] = {}
-    path = file_slice.base_file_path
-    if path is not None:
-        with table.storage.open_input_file(path) as f:
-            parquet = pq.ParquetFile(f)
-            cfg = table.config
-            if cfg.populate_meta_fields and RECORD_KEY in parquet.schema_arrow.names:
-                column = parquet.read(columns=[RECORD_KEY]).column(0)
-            else:
-                column = pa.chunked_array(
-                    [record_keys(parquet.read(columns=list(cfg.record_key_fields)), cfg.record_key_fields)]
-                )
-        keys.update(dict.fromkeys(str(k) for k in column.to_pylist()))
-    if file_slice.log_files:
-        merged = table.read_file_slice(file_slice)
-        if merged is not None:
-            keys.update(dict.fromkeys(str(k) for k in table.record_keys_of(merged).to_pylist()))
-    return tuple(keys)
-
-
 # -- step 3: the driver commits ----------------------------------------------------------------------------
 
 
@@ -369,7 +346,8 @@ def commit_ttl(
     done: Instant | None = None
     metadata = CommitMetadata()
     removed = 0
-    with held(lock):
+    run = fence if isinstance(fence, AttemptFence) else None
+    with held_to_complete(lock) as completion:
         if fence is not None:
             fence()
         current = Table.load(storage)
@@ -407,16 +385,29 @@ def commit_ttl(
             )
             removed = len(keys)
             failpoint("ttl.during_commit")
-            write_metadata_update(
-                storage,
-                current.config,
-                lock,
-                lambda cfg: update_for_ttl(storage, cfg, current, T, tuple(replace), tuple(keys)),
-                service="partition TTL",
-                time_generator=time_generator,
-            )
-            failpoint("ttl.after_metadata_commit")
-            done = writer.complete(instant, metadata)
+            replaced, dropped = tuple(replace), tuple(keys)
+
+            def build(cfg: TableConfig) -> MetadataUpdate:
+                return update_for_partition_delete(storage, cfg, current, T, replaced, dropped)
+
+            if run is None:
+                write_metadata_update(
+                    storage,
+                    current.config,
+                    lock,
+                    build,
+                    service="partition TTL",
+                    time_generator=time_generator,
+                )
+                failpoint("ttl.after_metadata_commit")
+                done = completion.done = writer.complete(instant, metadata)
+            else:
+                # A TTL is resumed, not rolled back, when taken over: the attempts it superseded are voided
+                # here, before it decides (hoodie.write.decision), so a stale one cannot complete it as well.
+                void_superseded(storage, lock, T, run)
+                done = completion.done = complete_decided(
+                    storage, current.config, lock, writer, instant, metadata, run, build, "ttl", "ttl"
+                )
     for p, why in left_out.items():
         if p not in prepared.left_out:
             logger.warning("partition TTL %s of %s leaves %s out: %s", T, storage.uri, p, why)
@@ -429,6 +420,8 @@ def commit_ttl(
             NothingToExpire,
             "every partition was left out (" + "; ".join(f"{p}: {w}" for p, w in left_out.items()) + ")",
         )
+    if run is not None:
+        forget_decision(storage, T, run.attempt)
     failpoint("ttl.after_commit")
     maintain_metadata_table(storage, lock, time_generator=time_generator)
     result = TTLResult(done, metadata, left_out, removed)
@@ -446,57 +439,6 @@ def _keys_of(table: Table, prepared: PreparedTTL, read: PartitionKeys | None, pa
     out: list[str] = []
     for s, keys in zip(task.slices, got, strict=True):
         out.extend(keys if keys is not None else slice_keys(table, s))
-    return out
-
-
-def update_for_ttl(
-    storage: Storage,
-    config: TableConfig,
-    table: Table,
-    instant_time: str,
-    partitions: Sequence[str],
-    keys: Sequence[str],
-) -> MetadataUpdate:
-    """The metadata update of a TTL that replaced every file group of ``partitions`` holding ``keys`` (see
-    the module doc): record-index deletes and ``partition_stats`` deleted entries; the file listing keeps
-    the files until the clean deletes them."""
-    wanted = set(MetadataWriter.partitions_of(config))
-    deleted: dict[str, list[str]] = {}
-    if MetadataPartition.RECORD_INDEX in wanted and keys:
-        deleted[MetadataPartition.RECORD_INDEX] = sorted(set(keys))
-    records: dict[str, list[MetadataRecord]] = {}
-    if MetadataPartition.PARTITION_STATS in wanted and config.table_version >= 8:
-        schema = table.arrow_schema()
-        columns = indexed_columns(storage, config, schema.names if schema is not None else [])
-        for partition in partitions:
-            records.setdefault(MetadataPartition.PARTITION_STATS, []).extend(
-                partition_stats_tombstones(partition, columns, config.table_version)
-            )
-    return MetadataUpdate(instant_time, records=records, deleted_keys=deleted)
-
-
-_STUB = ColumnStats("", pa.null(), None, None, None, -1, -1, -1, -1)
-
-
-def partition_stats_tombstones(
-    partition: str, columns: Sequence[str], table_version: int
-) -> list[MetadataRecord]:
-    """The deleted ``partition_stats`` entries of one partition, one per column, as Hudi writes them at a
-    ``DELETE_PARTITION`` (``createPartitionStatsRecords`` of ``HoodieColumnRangeMetadata.stub``: no file name,
-    no bounds, counts -1, deleted, a tight bound)."""
-    out = []
-    for column in columns:
-        (stub,) = column_stats_records(
-            partition, "", {column: _STUB}, table_version=table_version, is_deleted=True
-        )
-        payload = {**stub["ColumnStatsMetadata"], "isTightBound": True}
-        out.append(
-            metadata_record(
-                partition_stats_key(column, partition),
-                RecordType.PARTITION_STATS,
-                ColumnStatsMetadata=payload,
-            )
-        )
     return out
 
 
@@ -525,11 +467,8 @@ __all__ = [
     "commit_ttl",
     "inflight_metadata",
     "live_slices",
-    "partition_stats_tombstones",
     "prepare_ttl",
     "read_partition_keys",
-    "slice_keys",
     "touched_since",
     "ttl_in_process",
-    "update_for_ttl",
 ]

@@ -46,7 +46,9 @@ from hoodie.lock import LockProvider, held
 from hoodie.metadata.updates import update_for_clean_metadata, update_for_rewrite, update_for_write
 from hoodie.metadata.writer import MetadataUpdate, open_metadata_table, write_metadata_update
 from hoodie.storage import Storage
+from hoodie.table import Table
 from hoodie.timeline.metadata import decode_clean_metadata, decode_commit_metadata
+from hoodie.write.partition_delete import replaced_keys, update_for_partition_delete
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +60,8 @@ Verdict = Literal["complete", "void"]
 #: The metadata-table updates a decided commit makes, by name (a roll forward rebuilds them from the commit's
 #: completed metadata): a compaction's new base files, a clustering's (records move: the record index
 #: follows), a log compaction's new log files, a clean's deleted files.
-MetadataStep = Literal["", "rewrite", "rewrite_moving_records", "log_files", "clean"]
-_STEPS = ("", "rewrite", "rewrite_moving_records", "log_files", "clean")
+MetadataStep = Literal["", "rewrite", "rewrite_moving_records", "log_files", "clean", "ttl"]
+_STEPS = ("", "rewrite", "rewrite_moving_records", "log_files", "clean", "ttl")
 
 
 def metadata_update_of(
@@ -74,6 +76,11 @@ def metadata_update_of(
         if step == "clean":
             return update_for_clean_metadata(storage, config, instant_time, decode_clean_metadata(content))
         metadata = decode_commit_metadata(content, table_version=config.table_version, action=action)
+        if step == "ttl":  # the replaced file groups' slices are on storage until the replacecommit completes
+            table = Table.load(storage)
+            replaced = metadata.partition_to_replace_file_ids
+            keys = replaced_keys(table, replaced)
+            return update_for_partition_delete(storage, config, table, instant_time, tuple(replaced), keys)
         stats = [stat for group in metadata.partition_to_write_stats.values() for stat in group]
         if step == "log_files":
             return update_for_write(storage, config, instant_time, stats, index_log_records=False)

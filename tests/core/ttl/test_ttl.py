@@ -28,7 +28,7 @@ from hoodie import Table
 from hoodie.clean.execute import clean_in_process
 from hoodie.clean.plan import CleanConfig, CleanPolicy, plan_clean, schedule_clean
 from hoodie.compaction.plan import schedule_compaction
-from hoodie.errors import InvalidWriteConfig
+from hoodie.errors import InvalidWriteConfig, LostRace
 from hoodie.failpoints import ENV as FAILPOINTS
 from hoodie.indexing.execute import run_indexing, schedule_indexing
 from hoodie.lock import FileSystemLock
@@ -74,9 +74,11 @@ from hoodie.ttl.plan import (
     schedule_ttl,
 )
 from hoodie.ttl.service import TTL, PartitionTTL
+from hoodied.jobs import JobRun
 from support.compare import assert_same_rows
 from support.hudi_oracle import HudiOracle, OracleRows, Query
 from support.metadata_checks import check_metadata_table
+from support.stalled_takeover import completed_files, stalled_then_taken_over, trigger
 
 KEYS = ["_hoodie_record_key", "_hoodie_partition_path"]
 ONE_DAY = TTLConfig(days_retain=1)
@@ -612,3 +614,49 @@ def test_sigkill_at_any_step_leaves_a_readable_table_and_the_next_run_finishes(
             ttl_in_process(aged.storage, lock, time_generator=aged.generator())
     _same(Table.open(str(root)).read(), _theirs(root, tmp_path / "o"), expected, f"re-run after {point}")
     check_metadata_table(root, f"re-run after {point}")
+
+
+# -- a paused holder (issue 33) -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [6, 8, 9])
+@pytest.mark.parametrize("stall_at", ["completed-file", "decision"])
+def test_a_stalled_ttl_and_a_takeover_complete_it_once(tmp_path: Path, version: int, stall_at: str) -> None:
+    """A TTL is resumed, not rolled back, when taken over, and completes by decision
+    (:mod:`hoodie.write.decision`): the takeover voids the attempt it superseded before it decides.
+    ``completed-file``: the first run decided and its completed file is held; the takeover's void finds the
+    decision and rolls it forward (the metadata table's update rebuilt from the completed file: the replaced
+    groups' record keys dropped from the record index). ``decision``: the takeover voids the first attempt and
+    completes; the woken run's decision fails. Either way one completed file, the old partitions gone for
+    both readers, the metadata table consistent. (Before, a v8+ timeline could hold two completed files.)"""
+    aged = _aged(tmp_path / "t", version, MOR, index=("column_stats", "partition_stats", "record_index"))
+    root = aged.root
+    storage = aged.storage
+    before = Table.open(str(root)).read()
+    scheduled = PartitionTTL().schedule(
+        Table.load(storage), FileSystemLock(storage), SETTINGS, aged.generator()
+    )
+    assert scheduled.instant is not None, scheduled.reason
+    T = scheduled.instant.time
+    first, second = stalled_then_taken_over(root, T, trigger(stall_at, T, "replacecommit"), TTL, SETTINGS)
+    if stall_at == "completed-file":
+        assert isinstance(second, LostRace), second
+        assert "decided to complete" in str(second), second
+        assert isinstance(first, JobRun), first
+    else:
+        assert isinstance(second, JobRun), second
+        assert isinstance(first, LostRace), first
+        assert "voided" in str(first), first
+    assert len(completed_files(root, T, ".replacecommit")) == 1, completed_files(root, T, ".replacecommit")
+    mdt = check_metadata_table(root, f"after a takeover of a TTL stalled at its {stall_at}")
+    assert mdt is not None
+    assert len(completed_files(root / ".hoodie" / "metadata", T, ".deltacommit")) == 1
+    old_keys = set(
+        before.filter(pc.is_in(before.column("_hoodie_partition_path"), pa.array(aged.old)))
+        .column("_hoodie_record_key")
+        .to_pylist()
+    )
+    assert old_keys
+    assert not old_keys & set(mdt.read_partition("record_index"))
+    expected = _without(before, aged.old)
+    _same(Table.open(str(root)).read(), _theirs(root, tmp_path / "o"), expected, f"stalled at {stall_at}")

@@ -7,11 +7,8 @@ names exists, and hudi-rs reads the same rows before and after.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -33,83 +30,30 @@ from hoodie.write.decision import (
     read_decision,
     void_attempts,
 )
-from hoodied.errors import ForeignInstant
-from hoodied.jobs import JobRun, run_service_job
+from hoodied.jobs import JobRun
 from support.daemon_tables import mor_table
 from support.metadata_checks import check_metadata_table
 from support.service_checks import judge, read_all
-from support.stall import stalling_storage
-
-#: A short heartbeat (1 s, expired after 2 s without a beat) and table lock (3 s), so a stall outlives both.
-SETTINGS = {"hoodie.client.heartbeat.interval_in_ms": "1000", "hoodie.client.heartbeat.tolerable.misses": "2"}
-LOCK_EXPIRY = 3.0
-
-
-def _completed_files(root: Path, instant: str, suffix: str = ".commit") -> list[str]:
-    timeline = root / ".hoodie" / "timeline"
-    folder = timeline if timeline.is_dir() else root / ".hoodie"
-    return sorted(p.name for p in folder.iterdir() if p.name.startswith(instant) and p.name.endswith(suffix))
-
-
-def _run(storage: Storage, instant: str, replica: str, service: TableService = COMPACTION) -> JobRun:
-    lock = FileSystemLock(storage, expire_seconds=LOCK_EXPIRY, acquire_timeout=120)
-    return run_service_job(
-        None, service, storage, lock, instant, settings=SETTINGS, replica=replica, foreign_after=0.0
-    )
-
-
-def _take_over(root: Path, instant: str, service: TableService) -> JobRun | BaseException:
-    """The second executor: retries while the stalled run's lease is fresh, then runs the instant."""
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            return _run(Storage.for_uri(str(root)), instant, "b", service)
-        except ForeignInstant:
-            assert time.monotonic() < deadline, "the stalled run's lease never expired"
-            time.sleep(0.3)
-        except (LostRace, CommitConflict) as e:
-            return e
-
-
-TRIGGERS = {
-    "completed-file": r"/{T}(_\d+)?\.{completed}$",
-    "metadata-table": r"metadata/\.hoodie/(timeline/)?{T}\.deltacommit\.requested$",
-    "decision": r"decisions/{T}/\d+\.json$",
-}
+from support.stalled_takeover import completed_files, stalled_then_taken_over, trigger
 
 
 def _stalled_then_taken_over(root: Path, T: str, stall_at: str, service: TableService = COMPACTION) -> None:
-    """The first executor of ``service``'s instant ``T`` stalls at ``stall_at`` (:data:`TRIGGERS`); a second
-    takes over; then the first wakes. Judged: one completed file of ``T`` (in the metadata table too), every
-    file a compaction's names there, hudi-rs's rows unchanged, and who won (see the tests)."""
+    """The first executor of ``service``'s instant ``T`` stalls at ``stall_at``
+    (:data:`support.stalled_takeover.TRIGGERS`); a second takes over; then the first wakes. Judged: one
+    completed file of ``T`` (in the metadata table too), every file a compaction's names there, hudi-rs's
+    rows unchanged, and who won (see the tests)."""
     before = read_all(root, [])
     completed = "clean" if service is CLEAN else "commit"
-    trigger = TRIGGERS[stall_at].replace("{T}", T).replace("{completed}", completed)
-    stalled, backend = stalling_storage(str(root), trigger)
-    first: dict[str, Any] = {}
-
-    def run_first() -> None:
-        try:
-            first["run"] = _run(stalled, T, "a", service)
-        except BaseException as e:  # what the woken run ends with is the test's to judge
-            first["run"] = e
-
-    thread = threading.Thread(target=run_first, name="stalled-executor", daemon=True)
-    thread.start()
-    assert backend.stalled(120), f"the first run never reached {trigger}: {first}"
-    second = _take_over(root, T, service)
-    backend.release()
-    thread.join(120)
-    assert not thread.is_alive(), "the woken run did not finish"
+    first, second = stalled_then_taken_over(root, T, trigger(stall_at, T, completed), service)
     if stall_at != "decision":
         assert isinstance(second, LostRace), second
         assert "decided to complete" in str(second), second
-        assert isinstance(first["run"], JobRun), first["run"]
+        assert isinstance(first, JobRun), first
     else:
         assert isinstance(second, JobRun), second
-        assert isinstance(first["run"], LostRace), first["run"]
-        assert "voided" in str(first["run"]), first["run"]
-    assert len(_completed_files(root, T, f".{completed}")) == 1, _completed_files(root, T, f".{completed}")
+        assert isinstance(first, LostRace), first
+        assert "voided" in str(first), first
+    assert len(completed_files(root, T, f".{completed}")) == 1, completed_files(root, T, f".{completed}")
     table = Table.open(str(root))
     if service is CLEAN:
         cleaned = decode_clean_metadata(table.storage.read(table.timeline.file_of(T))).partition_metadata
@@ -126,7 +70,7 @@ def _stalled_then_taken_over(root: Path, T: str, stall_at: str, service: TableSe
     judge(root, before, service.name, f"a takeover of a run stalled at its {stall_at}")
     mdt = root / ".hoodie" / "metadata"
     if (mdt / ".hoodie").is_dir():
-        assert len(_completed_files(mdt, T, ".deltacommit")) == 1, _completed_files(mdt, T, ".deltacommit")
+        assert len(completed_files(mdt, T, ".deltacommit")) == 1, completed_files(mdt, T, ".deltacommit")
         check_metadata_table(root, f"after a takeover of a run stalled at its {stall_at}")
 
 
