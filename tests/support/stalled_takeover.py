@@ -104,11 +104,25 @@ def stalled_then_taken_over(
     return first["run"], second
 
 
+def assert_the_right_run_won(stall_at: str, first: Outcome, second: Outcome) -> None:
+    """Stalled after its decision, the first run won: the takeover rolled its decision forward and lost the
+    race. Stalled at its decision, the takeover won: it voided the first, whose decision then failed."""
+    if stall_at != "decision":
+        assert isinstance(second, LostRace), second
+        assert "decided to complete" in str(second), second
+        assert isinstance(first, JobRun), first
+    else:
+        assert isinstance(second, JobRun), second
+        assert isinstance(first, LostRace), first
+        assert "voided" in str(first), first
+
+
 __all__ = [
     "HEARTBEAT",
     "LOCK_EXPIRY",
     "TRIGGERS",
     "Outcome",
+    "assert_the_right_run_won",
     "completed_files",
     "run_instant",
     "stalled_then_taken_over",
