@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from hoodie.errors import CommitConflict, LostRace
@@ -80,10 +80,17 @@ def take_over(root: Path, instant: str, service: TableService, settings: Mapping
 
 
 def stalled_then_taken_over(
-    root: Path, instant: str, trigger: str, service: TableService, settings: Mapping[str, str] | None = None
+    root: Path,
+    instant: str,
+    trigger: str,
+    service: TableService,
+    settings: Mapping[str, str] | None = None,
+    *,
+    meanwhile: Callable[[], None] | None = None,
 ) -> tuple[Outcome, Outcome]:
-    """The first executor stalls at the first request whose path matches ``trigger``; once it is stalled the
-    second takes the instant over, then the first is released. Returns (first's outcome, second's)."""
+    """The first executor stalls at the first request whose path matches ``trigger``; once it is stalled,
+    ``meanwhile`` runs (a writer's commit, say), the second executor takes the instant over, then the first
+    is released. Returns (first's outcome, second's)."""
     wanted = dict(settings or {})
     stalled, backend = stalling_storage(str(root), trigger)
     first: dict[str, Outcome] = {}
@@ -97,6 +104,8 @@ def stalled_then_taken_over(
     thread = threading.Thread(target=run_first, name="stalled-executor", daemon=True)
     thread.start()
     assert backend.stalled(120), f"the first run never reached {trigger}: {first}"
+    if meanwhile is not None:
+        meanwhile()
     second = take_over(root, instant, service, wanted)
     backend.release()
     thread.join(120)

@@ -34,20 +34,32 @@ kept: the attempt they void may still wake up. Hudi's readers and writers do not
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from hoodie.config import TableConfig
 from hoodie.errors import CommitConflict, FileAlreadyExists, LostRace, StorageError
 from hoodie.lock import LockProvider, held
 from hoodie.metadata.updates import update_for_clean_metadata, update_for_rewrite, update_for_write
-from hoodie.metadata.writer import MetadataUpdate, open_metadata_table, write_metadata_update
+from hoodie.metadata.writer import (
+    MetadataUpdate,
+    forget_metadata_instant,
+    open_metadata_table,
+    write_metadata_update,
+)
 from hoodie.storage import Storage
 from hoodie.table import Table
-from hoodie.timeline.metadata import decode_clean_metadata, decode_commit_metadata
+from hoodie.timeline.instant import REPLACE_COMMIT
+from hoodie.timeline.metadata import (
+    CommitMetadata,
+    decode_clean_metadata,
+    decode_commit_metadata,
+    encode_commit_metadata,
+)
 from hoodie.write.partition_delete import replaced_keys, update_for_partition_delete
 
 logger = logging.getLogger(__name__)
@@ -249,11 +261,91 @@ def publish(storage: Storage, decision: Decision) -> bool:
         ) from None
 
 
+def written_since(table: Table, decision: Decision) -> str | None:
+    """A write that completed after the instant of a decided replacecommit (v8+: its completion time later
+    than the instant's time; v6: its instant time later, the scheduling rule making that enough) into a file
+    group the replacecommit replaces, described; None when there is none, or the decision replaces nothing.
+
+    The decider's own check saw no such write. One found now completed while the decision was not yet
+    published: the decider paused between the two and its table lock expired, so the write's commit, under
+    the lock it then took, saw the replacecommit pending. Published now, the replacecommit would hide that
+    write's records (chaos seed 632: a clustering decided, stalled; a batch committed into its groups; the
+    roll forward replaced them)."""
+    if decision.action != REPLACE_COMMIT:
+        return None
+    T = decision.instant_time
+    config = table.config
+    decided = decode_commit_metadata(
+        decision.content, table_version=config.table_version, action=REPLACE_COMMIT
+    )
+    replaced = {(p, f) for p, ids in decided.partition_to_replace_file_ids.items() for f in ids}
+    if not replaced:
+        return None
+    v8 = config.table_version >= 8
+    for other in table.timeline.completed_writes():
+        if other.time == T:
+            continue
+        if not ((other.completion_time or other.time) > T if v8 else other.time > T):
+            continue
+        md = table.commit_metadata(other)
+        theirs = {(s.partition_path or "", s.file_id) for s in md.write_stats if s.file_id}
+        theirs |= set(md.replaced_file_ids)
+        hit = sorted(theirs & replaced)
+        if hit:
+            groups = ", ".join(f"{p or '<table>'}/{f}" for p, f in hit[:5])
+            return f"{other.action} {other.time} completed since and wrote file group(s) {groups}"
+    return None
+
+
+def _publish_empty(storage: Storage, lock: LockProvider, table: Table, decision: Decision, late: str) -> bool:
+    """Complete a decided replacecommit that a later write conflicts with (:func:`written_since`) as a
+    replacecommit that replaces and writes nothing, at the decided file's name (the caller holds ``lock``):
+    the decider's late PUT of that name then fails, the conflicting write's records stay visible, and the
+    decided attempt's new files, which no completed instant names, go. Its metadata-table deltacommit (if
+    the decider wrote it) is rolled back and an empty one written in its place, so a late decider does not
+    write it again. Returns whether this call published the file."""
+    T = decision.instant_time
+    config = table.config
+    decided = decode_commit_metadata(
+        decision.content, table_version=config.table_version, action=REPLACE_COMMIT
+    )
+    empty = CommitMetadata(
+        extra_metadata=dict(decided.extra_metadata),
+        operation_type=decided.operation_type,
+        compacted=False,
+        replace=True,
+    )
+    content = encode_commit_metadata(empty, table_version=config.table_version, action=REPLACE_COMMIT)
+    forget_metadata_instant(storage, lock, T)
+    if open_metadata_table(storage, config) is not None:
+        write_metadata_update(storage, config, lock, lambda cfg: MetadataUpdate(T), service="roll forward")
+    wrote = publish(storage, replace(decision, content=content))
+    for path in decided.written_file_paths:
+        with contextlib.suppress(FileNotFoundError):
+            storage.delete(path)
+    logger.warning(
+        "%s, but %s: published %s as an empty replacecommit (nothing replaced) on %s and deleted the "
+        "attempt's %d new file(s); the file groups can be planned again",
+        decision.describe(),
+        late,
+        T,
+        storage.uri,
+        len(decided.written_file_paths),
+    )
+    return wrote
+
+
 def roll_forward(storage: Storage, lock: LockProvider, decision: Decision) -> bool:
     """Complete the instant from a ``complete`` ``decision`` another attempt made (module doc), under
-    ``lock``: its metadata-table deltacommit, unless completed already, then its completed file. Returns
-    whether this call published the file."""
+    ``lock``: its metadata-table deltacommit, unless completed already, then its completed file. A decided
+    replacecommit that a write completed since conflicts with (:func:`written_since`) is completed empty
+    instead. Returns whether this call published the file."""
     with held(lock):
+        table = Table.load(storage)
+        if not table.timeline.is_completed(decision.instant_time):
+            late = written_since(table, decision)
+            if late is not None:
+                return _publish_empty(storage, lock, table, decision, late)
         build = metadata_update_of(
             storage, decision.metadata_step, decision.instant_time, decision.content, decision.action
         )
@@ -288,4 +380,5 @@ __all__ = [
     "read_decision",
     "roll_forward",
     "void_attempts",
+    "written_since",
 ]

@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from hoodie.clean.service import CLEAN
+from hoodie.clustering.plan import clustering_plan_of
+from hoodie.clustering.service import CLUSTERING
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.service import COMPACTION
 from hoodie.compaction.strategy import CompactionConfig, Strategy
@@ -21,6 +24,8 @@ from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.table_service import TableService
+from hoodie.testing.generate import TripGenerator
+from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.metadata import decode_clean_metadata
 from hoodie.write.decision import (
     Decision,
@@ -30,10 +35,13 @@ from hoodie.write.decision import (
     read_decision,
     void_attempts,
 )
-from support.daemon_tables import mor_table
+from hoodied.jobs import JobRun
+from support.daemon_tables import cow_table, mor_table
+from support.hudi_oracle import HudiOracle, Query
 from support.metadata_checks import check_metadata_table
 from support.service_checks import judge, read_all
 from support.stalled_takeover import (
+    LOCK_EXPIRY,
     assert_the_right_run_won,
     completed_files,
     stalled_then_taken_over,
@@ -98,6 +106,62 @@ def test_a_stalled_clean_and_a_takeover_complete_it_once(tmp_path: Path, version
     t = mor_table(tmp_path / "t", version, seed=71 + version)
     T = next(i.time for i in t.pending if i.action == "clean")
     _stalled_then_taken_over(t.root, T, stall_at, CLEAN)
+
+
+@pytest.mark.parametrize("version", [6, 8, 9])
+def test_a_write_committed_while_a_decided_clustering_stalled_stays_visible(
+    tmp_path: Path, version: int, hudi_oracle: HudiOracle
+) -> None:
+    """Chaos seed 632. A clustering decided, then stalled before publishing; its table lock expired and a
+    writer (updates allowed under clustering) committed into its file groups, seeing it pending; a takeover
+    then found the decision. Rolled forward, the clustering would have replaced those groups after the fact,
+    hiding the write's records. Now the takeover completes it as a replacecommit replacing nothing, at the
+    decided name (the stalled PUT then fails), deletes the attempt's new files and keeps the write."""
+    t = cow_table(tmp_path / "t", version, seed=81 + version)
+    root = t.root
+    storage = Storage.for_uri(str(root))
+    T = next(i.time for i in t.pending if i.action != "clean")
+    plan = clustering_plan_of(Table.load(storage), T)
+    assert plan is not None
+    plan_partitions = {s.partition_path for s in plan.slices}
+    live = Table.open(str(root)).read(columns=["uuid", "city", "_hoodie_partition_path"])
+    keys = [
+        (u, c)
+        for u, c, p in zip(*(live.column(n).to_pylist() for n in live.column_names), strict=True)
+        if p in plan_partitions
+    ][:12]
+    rows = TripGenerator(991, 2).rows([u for u, _ in keys], [c for _, c in keys])
+    later = pa.array([2**62] * rows.num_rows, pa.int64())  # the updates' ordering value wins the merge
+    rows = rows.set_column(rows.schema.get_field_index("ts"), "ts", later)
+    written: dict[str, str] = {}
+
+    def writer_commits() -> None:
+        lock = FileSystemLock(storage, expire_seconds=LOCK_EXPIRY, acquire_timeout=120)
+        written["instant"] = TableWriter.open(str(root), lock=lock).upsert(rows).instant.time
+
+    first, second = stalled_then_taken_over(
+        root, T, trigger("completed-file", T, "replacecommit"), CLUSTERING, meanwhile=writer_commits
+    )
+    assert isinstance(second, LostRace), second
+    assert not isinstance(first, JobRun), first  # its late completed file found the name taken
+    assert len(completed_files(root, T, ".replacecommit")) == 1
+    table = Table.open(str(root))
+    completed = table.commit_metadata(T)
+    assert not completed.partition_to_replace_file_ids
+    assert not completed.written_file_paths
+    assert not list(root.rglob(f"*_{T}.parquet")), "the attempt's new files stay"
+    snapshot = hudi_oracle.rows(root, Query.snapshot())
+    by_key = dict(
+        zip(
+            snapshot.column("uuid").to_pylist(),
+            snapshot.column("_hoodie_commit_time").to_pylist(),
+            strict=True,
+        )
+    )
+    stale = {u: by_key.get(u) for u, _ in keys if by_key.get(u) != written["instant"]}
+    assert not stale, f"the write {written} records are hidden: {stale}"
+    if (root / ".hoodie" / "metadata" / ".hoodie").is_dir():
+        check_metadata_table(root, "after the empty completion")
 
 
 @pytest.mark.fixtures
