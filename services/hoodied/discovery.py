@@ -95,7 +95,7 @@ def discover(root: DiscoveryRoot) -> Discovery:
 def _walk(root: DiscoveryRoot, storage: Storage) -> Discovery:
     options = dict(root.settings.storage_options)
     met: dict[str, list[str]] = {}  # identity of each folder met -> the paths it was met by, in order
-    tables: list[str] = []  # identities of the tables found, in the order found
+    tables: set[str] = set()  # identities of the tables found (a set: a root of 100,000 tables looks each up)
     level = [""]
     for depth in range(root.max_depth + 1):
         below: list[str] = []
@@ -108,7 +108,7 @@ def _walk(root: DiscoveryRoot, storage: Storage) -> Discovery:
             if storage.exists(f"{rel}/{PROPERTIES}" if rel else PROPERTIES):
                 if not any(p.search(rel) for p in root.exclude):
                     met[identity] = [path]
-                    tables.append(identity)
+                    tables.add(identity)
                 continue  # never into a table
             met[identity] = [path]
             if depth < root.max_depth:

@@ -480,7 +480,8 @@ class HealthServer:
             status = HTTPStatus.OK if report.ok else HTTPStatus.SERVICE_UNAVAILABLE
             return _Answer(status, _JSON, report.to_json().encode())
         if path == "/status":
-            body = dumps_redacted(self.status_fn(), indent=2)
+            # No indent: with one, json's pure-Python encoder runs (three times slower on a large fleet).
+            body = dumps_redacted(self.status_fn())
             return _Answer(HTTPStatus.OK, _JSON, body.encode())
         return _json_answer(HTTPStatus.NOT_FOUND, {"error": f"no such path: {path}"})
 
