@@ -89,6 +89,8 @@ ROOT = HERE.parent
 
 #: Tables a folder of the fleet (no folder holds more entries than this).
 GROUP = 1000
+#: Hard links made to one file at most (ext4 allows 65,000 a file).
+LINKS_A_FILE = 50_000
 #: Seconds the answer of GET /status and of the page must stay under.
 STATUS_LIMIT = 1.0
 #: The key the writers' callbacks carry (the content of notifications.commit_callback_key_file).
@@ -109,33 +111,41 @@ def table_path(fleet: Path, i: int) -> Path:
 def build_fleet(fleet: Path, template: Path, n: int, copies: Sequence[int]) -> list[Path]:
     """``n`` copies of ``template`` under ``fleet``, :data:`GROUP` to a folder, their files hard links
     (nothing rewrites a file of a table in place), except the tables ``copies`` names: real copies, which a
-    writer may commit to. The first folder is made here (each table its folders made and its files linked,
-    the template walked once); every further full folder is ``cp -al`` of the first (the same links, made
-    by cp without a Python call a file), its tables then renamed after their number."""
+    writer may commit to. A file takes at most :data:`LINKS_A_FILE` links (ext4's limit is 65,000), so every
+    that many tables link to a copy of the template of their own. The first folder of each is made here
+    (each table its folders made and its files linked, the template walked once); every further full folder
+    is ``cp -al`` of that first one (the same links, made by cp without a Python call a file), its tables
+    then renamed after their number."""
     folders = sorted(
         str(Path(d).relative_to(template)) for d, _, _ in os.walk(template) if Path(d) != template
     )
     files = sorted(str(Path(d, f).relative_to(template)) for d, _, fs in os.walk(template) for f in fs)
+    per_source = LINKS_A_FILE // GROUP * GROUP
 
-    def linked(path: Path) -> None:
+    def linked(path: Path, source: Path) -> None:
         os.mkdir(path)
         for d in folders:
             os.mkdir(path / d)
         for f in files:
-            os.link(template / f, path / f)
+            os.link(source / f, path / f)
 
-    first = table_path(fleet, 0).parent
+    source, first = template, table_path(fleet, 0).parent
     for i in range(n):
         path = table_path(fleet, i)
-        if i < GROUP or n - i <= n % GROUP:  # the first folder, and what a last partial folder holds
+        block = i - i % per_source  # the first table linking to ``source``
+        if i == block and i:  # a fresh copy of the template to link to
+            source = template.with_name(f"{template.name}-{i // per_source}")
+            shutil.copytree(template, source)
+            first = path.parent
+        if i - block < GROUP or i >= n - n % GROUP:  # the block's first folder, and a last partial one
             path.parent.mkdir(parents=True, exist_ok=True)
-            linked(path)
-        elif i % GROUP == 0:  # a full folder like the first
+            linked(path, source)
+        elif i % GROUP == 0:  # a full folder like the block's first
             if i % (20 * GROUP) == 0:
                 print(f"  {i} tables built", flush=True)
             subprocess.run(["cp", "-al", str(first), str(path.parent)], check=True)
             for j in range(GROUP):
-                os.rename(path.parent / table_path(fleet, j).name, table_path(fleet, i + j))
+                os.rename(path.parent / table_path(fleet, block + j).name, table_path(fleet, i + j))
     for i in copies:
         shutil.rmtree(table_path(fleet, i))
         shutil.copytree(template, table_path(fleet, i))
@@ -523,6 +533,7 @@ def measure(daemon: DaemonProcess, n: int, writable: Sequence[Path], args: argpa
     _latencies("/status", figures.status)
     figures.page = asked(f"{url}/", args.requests, args.request_budget)
     _latencies("/ (the status page)", figures.page)
+    check_targets(figures, n)
     print(f"memory after the status requests: {memory(pid)}")
 
     # 4. commit callbacks
@@ -550,20 +561,9 @@ def measure(daemon: DaemonProcess, n: int, writable: Sequence[Path], args: argpa
     return figures
 
 
-def report(figures: Figures, n: int) -> None:
-    """The commit callbacks' latency and the ``TARGET`` lines."""
+def check_targets(figures: Figures, n: int) -> None:
+    """The ``TARGET`` lines (printed as soon as measured: a later step of a long run may not end)."""
     name = f"fleet of {n} tables on local disk, one replica"
-    latencies = [t.latency for t in figures.trials if t.latency is not None]
-    if figures.trials:
-        print(
-            f"commit callback to the table's next poll ({len(figures.trials)} trials, "
-            f"{len(latencies)} polled): "
-            + (
-                f"median {statistics.median(latencies):.2f} s, max {max(latencies):.2f} s"
-                if latencies
-                else "n/a"
-            )
-        )
     targets.check(
         f"{name}: slowest GET /status of {len(figures.status)}",
         max((a.seconds for a in figures.status), default=None),
@@ -578,6 +578,21 @@ def report(figures: Figures, n: int) -> None:
         unit=" s",
         strict=True,
     )
+
+
+def report(figures: Figures) -> None:
+    """The commit callbacks' latency."""
+    latencies = [t.latency for t in figures.trials if t.latency is not None]
+    if figures.trials:
+        print(
+            f"commit callback to the table's next poll ({len(figures.trials)} trials, "
+            f"{len(latencies)} polled): "
+            + (
+                f"median {statistics.median(latencies):.2f} s, max {max(latencies):.2f} s"
+                if latencies
+                else "n/a"
+            )
+        )
 
 
 def memory_per_table(pid: int, n: int) -> str:
@@ -721,7 +736,7 @@ def main(argv: list[str] | None = None) -> int:
             code = daemon.stop()
             daemon = None
             print(f"daemon stopped (exit code {code})")
-        report(figures, args.tables)
+        report(figures)
         if args.profile:
             profile_in_process(text, args.tables, Path(args.profile))
     finally:
