@@ -2,16 +2,17 @@
 whether its status still answers: issue 34's "100,000 registered tables on one replica (local disk,
 notifications through the commit callback)".
 
-    python benchmarks/bench_fleet_local.py [--tables 100000] [--register discover|tables] [--idle-minutes 3]
+    python benchmarks/bench_fleet_local.py [--tables 100000] [--register tables|discover] [--idle-minutes 3]
                                            [--requests 10] [--request-budget 120] [--trials 3]
                                            [--no-metrics] [--work DIR] [--profile DIR]
 
 The fleet: TABLES copies of ``bench_poll``'s small MOR table (version 8, 15 files on its timeline), built
 untimed on local disk as hard links (7 folders and 20 links a table), 1,000 tables a folder
 (``<work>/fleet/g000/t000000``); the TRIALS tables a writer commits to are real copies, so that its commits
-touch no other table's files. One replica watches them, registered through a ``discover`` root (one scan
-finds them all; ``--register tables``: one ``tables`` entry each), every table with ``change_notifications:
-true`` and ``notifications.commit_callback_key_file`` set: a table is listed when a commit callback names it,
+touch no other table's files. One replica watches them, registered by one ``tables`` entry each (parsed
+at start-up in about 1 ms a table; ``--register discover``: one ``discover`` root, whose scan is quadratic in
+the tables it finds, see below), every table with ``change_notifications: true`` and
+``notifications.commit_callback_key_file`` set: a table is listed when a commit callback names it,
 else by the safety sweep (``notifications.sweep_interval``, 10 minutes; a quiet table's interval doubles from
 ``poll_interval`` up to it, so the sweep is reached about 15 minutes after the start). The replica is
 ``hoodied run`` in a process of its own (:class:`hoodied.daemon.Daemon`, its signals handled, the health
@@ -26,8 +27,9 @@ Measured, from outside the daemon's process:
    ``/proc/<pid>/status``.
 2. Idle: the daemon's CPU time (``utime + stime`` of ``/proc/<pid>/stat``) over IDLE_MINUTES right after the
    cold start, as a share of one core, in all and per 30 s, with nothing written to any table (the polls
-   that still come in that window are those of the intervals doubling towards the sweep, and the
-   discovery root's re-scan every ``10 x poll_interval``). Its memory again at the end of the window.
+   that still come in that window are those of the intervals doubling towards the sweep, and with
+   ``--register discover`` the root's re-scan every ``10 x poll_interval``). Its memory again at the end
+   of the window.
 3. ``GET /status`` and ``GET /`` (the HTML status page), REQUESTS times each, one after another (fewer,
    three at least, once REQUEST_BUDGET seconds went by): the wall time of each from the request sent to
    the whole answer read (median, max, size). TARGET: the slowest answer of each under 1 s.
@@ -50,8 +52,12 @@ walk (a poll with no table due), the discovery root's scan, ``/status`` as the h
 the page as the API renders it. Idle, the daemon pays about a sweep per sweep interval, a walk per
 ``poll_interval`` and a scan per ten of them.
 
-On two cores shared with other work, 2,000 tables take about 2.5 minutes (a build of 4-9 ms a table, a cold
-poll of 70-140 tables a second); the fleet's folders are removed at the end.
+Sizes, on two cores shared with other work (November 2026): 2,000 tables take about 2.5 minutes (a build of
+3-9 ms a table, a cold poll of 70-140 tables a second). 100,000 tables were built in 5.6 minutes, but with a
+``discover`` root the daemon's first poll was still in the root's scan after 3 minutes and 100 s of CPU:
+``hoodied.discovery._walk`` looks each folder's identity up in a list of the tables found (``identity in
+tables``, twice a folder), about 4.5 ms a look-up at 100,000 tables, so about 15 minutes of CPU a scan, and
+the poller scans again every ``10 x poll_interval``. The fleet's folders are removed at the end.
 """
 
 from __future__ import annotations
@@ -689,7 +695,7 @@ def profile_in_process(config_text: str, n: int, out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tables", type=int, default=100_000)
-    ap.add_argument("--register", choices=("discover", "tables"), default="discover")
+    ap.add_argument("--register", choices=("discover", "tables"), default="tables")
     ap.add_argument("--idle-minutes", type=float, default=3.0, help="idle window after the cold start")
     ap.add_argument("--requests", type=int, default=10, help="GET /status and GET / each this many times")
     ap.add_argument(
