@@ -41,8 +41,10 @@ Measured, from outside the daemon's process:
    folder, set after the commit (a poll of a local table whose folder time changed lists the folder; a
    ``stat`` alone opens nothing). The answer's time and status are reported too. The daemon's own
    ``/metrics`` is read once at the end (its time and size reported) to check that the callbacks were
-   counted as announcing a watched table (``hoodied_change_events_total``) and that no sweep found one of
-   those commits first (``hoodied_sweep_found_changes_total``).
+   counted as announcing a watched table (``hoodied_change_events_total``, counted when a poll takes them)
+   and whether a poll no event asked for read one of those commits first
+   (``hoodied_sweep_found_changes_total``: a scheduled poll under way when the POST came, whose walk
+   reached the table before the event's own poll could start; the latency is then that poll's).
 
 ``--profile DIR``: after the daemon stopped, the same fleet polled in this process by the same supervisor
 and its status built, each timed (wall, CPU a table) and then under cProfile (``DIR/<step>.prof``, top
@@ -53,8 +55,9 @@ the page as the API renders it. Idle, the daemon pays about a sweep per sweep in
 ``poll_interval`` and a scan per ten of them.
 
 Sizes, on two cores shared with other work (November 2026): 2,000 tables take about 2.5 minutes (a build of
-3-9 ms a table, a cold poll of 70-140 tables a second). 100,000 tables were built in 5.6 minutes, but with a
-``discover`` root the daemon's first poll was still in the root's scan after 3 minutes and 100 s of CPU:
+3-9 ms a table, a cold poll of 70-140 tables a second); 25,000 tables about 10 minutes (built in 80 s, the
+cold start 190 s, 144 tables a second, 1 GiB resident). 100,000 tables were built in 5.6 minutes, but with
+a ``discover`` root the daemon's first poll was still in the root's scan after 3 minutes and 100 s of CPU:
 ``hoodied.discovery._walk`` looks each folder's identity up in a list of the tables found (``identity in
 tables``, twice a folder), about 4.5 ms a look-up at 100,000 tables, so about 15 minutes of CPU a scan, and
 the poller scans again every ``10 x poll_interval``. The fleet's folders are removed at the end.
