@@ -84,12 +84,12 @@ ARGUMENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("--tables", "10000", "--store", "local"),
         ("--tables", "10", "--polls", "2", "--store", "local", "--trials", "1", "--loop-polls", "1"),
     ),
-    # About 20 min: 2,000 idle tables on moto's S3 server, three replicas, the daemon's idle clocks 4 times
-    # faster (poll 7.5 s, sweep 150 s: the figures are scaled back to the defaults). 10,000 tables do not fit:
-    # their cold polls alone take moto about 10 minutes a phase, and at 4 times the speed their idle polls
-    # would ask more than the hundred-odd requests a second moto answers on two cores (bench_fleet.py's doc).
+    # About 20 min: 2,000 idle tables on moto's S3 server, three replicas, the daemon's idle clocks 5 times
+    # faster (poll 6 s, sweep 120 s: the figures are scaled back to the defaults). 10,000 tables do not fit:
+    # their cold polls alone take moto minutes a phase, and the defaults take 15 minutes of warm-up and 10 of
+    # window per phase (bench_fleet.py's doc; at its own defaults, 10,000 tables and real time, about 1.5 h).
     "bench_fleet": (
-        ("--tables", "2000", "--speed", "4"),
+        ("--tables", "2000", "--speed", "5"),
         ("--tables", "60", "--speed", "40", "--tries", "3", "--shared-tries", "0", "--session-timeout", "3"),
     ),
     # 5 s: every fixture table, 7 runs per reader.
