@@ -267,6 +267,7 @@ class Setup:
     queues: list[str] = field(default_factory=list)  # one per replica
     shared_queue: str | None = None  # the last bucket's events, read by every replica
     shared_bucket: str | None = None
+    started: list[Replica] = field(default_factory=list)  # every replica started, killed at the end
 
     @property
     def speed(self) -> float:
@@ -403,6 +404,7 @@ def start_replicas(setup: Setup, phase: str, *, notifications: bool) -> list[Rep
                 command, stdout=out, stderr=subprocess.STDOUT, env=setup.env, start_new_session=True
             )
         replicas.append(replica)
+        setup.started.append(replica)
     return replicas
 
 
@@ -860,7 +862,7 @@ def run(args: argparse.Namespace) -> bool:
     verdicts: list[bool] = []
     work = Path(tempfile.mkdtemp(prefix="hoodied-bench-fleet-"))
     server = zk = proxy = None
-    replicas: list[Replica] = []
+    setup: Setup | None = None
     try:
         template = work / "template"
         build_template(template)
@@ -895,7 +897,7 @@ def run(args: argparse.Namespace) -> bool:
         replicas = phase_adaptive(setup, keys, verdicts)
         stop_all(replicas)
     finally:
-        for r in replicas:
+        for r in setup.started if setup is not None else []:
             r.kill()
         for stop in (proxy.stop if proxy else None, zk.stop if zk else None, server.stop if server else None):
             if stop is not None:
