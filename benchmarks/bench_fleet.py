@@ -29,8 +29,8 @@ ZooKeeper session timeout is not scaled. Why: the defaults need about 15 minutes
 grow from 30 s to the 10 minutes sweep, then a sweep to measure, twice (with and without notifications),
 and moto's server answers about a hundred requests a second on two cores: the fleet a run can afford is
 about TABLES x SPEED <= 10,000 x 2 at the default intervals. SPEED 1 (the default) is the daemon's own
-defaults: about an hour and a half for 10,000 tables; ``make bench`` runs 2,000 tables at SPEED 5 (about 20
-minutes on two cores), ``--quick`` 60 at SPEED 40.
+defaults: about an hour and a half for 10,000 tables; ``make bench`` runs 600 tables at SPEED 10 (about 14
+minutes on two cores; ``run_all.py`` says why not more), ``--quick`` 60 at SPEED 40.
 
 Steps (each prints its figures; ``TARGET`` lines via ``targets.py``):
 
