@@ -12,8 +12,11 @@ moto's application is served by a small HTTP/1.1 server that keeps connections o
 werkzeug's development server (``moto_server``) closes every connection, which would bill each request of
 the client a TCP connection of its own that S3 does not (``--werkzeug`` serves it that way all the same).
 
-Every request the server receives is counted by kind (LIST, GET, HEAD, PUT, DELETE) and served as JSON at
-``GET /_fleet/requests`` (a path no bucket can have; not counted). :class:`FleetS3` starts and stops it.
+Every request the server receives is counted by kind (LIST, GET, HEAD, PUT, DELETE; SQS and SNS for the
+queue services moto serves on the same port) and served as JSON at ``GET /_fleet/requests`` (a path no bucket
+can have; not counted). Per table (``bucket/first-folder`` of the key, or of a LIST's ``prefix``) the
+server also keeps its count of S3 requests and the times (``time.time()``) of its LISTs, served at
+``GET /_fleet/tables`` as ``{table: [requests, [list times...]]}``. :class:`FleetS3` starts and stops it.
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ import io
 import json
 import sys
 import threading
+import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.s3.models import s3_backends
@@ -42,6 +46,7 @@ from support.s3_server import REGION, s3_environment
 from support.server_process import ServerProcess, free_port
 
 COUNTS_PATH = "/_fleet/requests"
+TABLES_PATH = "/_fleet/tables"
 
 Wsgi = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -65,19 +70,53 @@ def kind_of(method: str, path: str, query: str) -> str:
     return method
 
 
-def counting(app: Wsgi, counts: Counter[str], lock: threading.Lock) -> Wsgi:
-    """``app`` counting the requests it serves by kind, answering :data:`COUNTS_PATH` itself."""
+def service_of(environ: dict[str, Any]) -> str:
+    """``SQS`` or ``SNS`` for a request to those services (their SigV4 scope, or the JSON protocol's target
+    header), else ``S3``."""
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    target = environ.get("HTTP_X_AMZ_TARGET", "")
+    for name in ("sqs", "sns"):
+        if f"/{name}/aws4_request" in auth or target.lower().startswith(f"amazon{name}"):
+            return name.upper()
+    return "S3"
+
+
+def table_of(path: str, query: str) -> str | None:
+    """``bucket/first-folder`` of an S3 request (a LIST's ``prefix``), or None (a bucket-level request)."""
+    parts = path.strip("/").split("/", 2)
+    if len(parts) >= 2 and parts[1]:
+        return f"{parts[0]}/{parts[1]}"
+    prefix = parse_qs(query).get("prefix", [""])[0].strip("/").split("/", 1)[0]
+    return f"{parts[0]}/{prefix}" if parts[0] and prefix else None
+
+
+def counting(
+    app: Wsgi,
+    counts: Counter[str],
+    lock: threading.Lock,
+    tables: dict[str, list[Any]] | None = None,
+) -> Wsgi:
+    """``app`` counting the requests it serves by kind (and, given ``tables``, per table: see the module
+    doc), answering :data:`COUNTS_PATH` and :data:`TABLES_PATH` itself."""
 
     def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
-        if path == COUNTS_PATH:
+        if path in (COUNTS_PATH, TABLES_PATH):
             with lock:
-                body = json.dumps(dict(counts)).encode()
+                body = json.dumps(dict(counts) if path == COUNTS_PATH else tables or {}).encode()
             start_response("200 OK", [("Content-Type", "application/json")])
             return [body]
-        kind = kind_of(environ["REQUEST_METHOD"], path, environ.get("QUERY_STRING", ""))
+        service = service_of(environ)
+        query = environ.get("QUERY_STRING", "")
+        kind = kind_of(environ["REQUEST_METHOD"], path, query) if service == "S3" else service
+        table = table_of(path, query) if service == "S3" and tables is not None else None
         with lock:
             counts[kind] += 1
+            if table is not None and tables is not None:
+                seen = tables.setdefault(table, [0, []])
+                seen[0] += 1
+                if kind == "LIST":
+                    seen[1].append(round(time.time(), 3))
         return app(environ, start_response)
 
     return serve
@@ -180,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     fill(args.template, args.tables, args.per_bucket)
     counts: Counter[str] = Counter()
-    app = counting(DomainDispatcherApplication(create_backend_app), counts, threading.Lock())
+    tables: dict[str, list[Any]] = {}
+    app = counting(DomainDispatcherApplication(create_backend_app), counts, threading.Lock(), tables)
     if args.werkzeug:
         run_simple("127.0.0.1", args.port, app, threaded=True)
         return 0
@@ -230,6 +270,12 @@ class FleetS3:
             counts: dict[str, int] = json.loads(reply.read())
         return counts
 
+    def tables(self) -> dict[str, tuple[int, list[float]]]:
+        """Per table (``bucket/folder``): the S3 requests the server received for it, and its LISTs' times."""
+        with urllib.request.urlopen(f"{self.endpoint}{TABLES_PATH}", timeout=60) as reply:
+            raw: dict[str, list[Any]] = json.loads(reply.read())
+        return {k: (int(v[0]), [float(t) for t in v[1]]) for k, v in raw.items()}
+
     def start(self, timeout: float = 600.0) -> None:
         self._process.start(timeout)
 
@@ -237,7 +283,7 @@ class FleetS3:
         self._process.stop()
 
 
-__all__ = ["FleetS3", "kind_of", "table_uri"]
+__all__ = ["FleetS3", "bucket_of", "kind_of", "table_uri"]
 
 if __name__ == "__main__":
     sys.exit(main())
