@@ -77,7 +77,7 @@ from hoodied.control import FileControlStore, TableControl
 from hoodied.coordination import EmbeddedCoordination
 from hoodied.daemon import start_polling
 from hoodied.health import HealthServer, Heartbeats
-from hoodied.listing import LISTING_THREADS, QUIET_FOLDER_AGE
+from hoodied.listing import QUIET_FOLDER_AGE
 from hoodied.metrics import Metrics
 from hoodied.supervisor import Supervisor
 from hoodied.work import WatchedTable
@@ -177,14 +177,14 @@ def _polled(
 
 def _floor(storages: Sequence[Storage], store: str) -> float:
     """CPU seconds a table of the request an idle poll cannot do without: a look at the timeline folder
-    (local disk), its listing (S3, :data:`LISTING_THREADS` at once as the poll lists)."""
+    (local disk), its listing (S3, ``poll_concurrency`` at once as the poll lists)."""
     folder = ".hoodie/timeline"
     cpu = time.process_time()
     if store == "local":
         for s in storages:
             s.info(folder)
     else:
-        with ThreadPoolExecutor(LISTING_THREADS) as pool:
+        with ThreadPoolExecutor(DaemonConfig().poll_concurrency) as pool:
             list(pool.map(lambda s: s.list(folder), storages))
     return (time.process_time() - cpu) / len(storages)
 

@@ -445,24 +445,26 @@ class Metrics:
 
     def forget_table(self, table: str) -> None:
         """Remove every series of ``table`` (a table no longer watched), leaving other tables' series."""
-        self._forget(table, self._by_table)
+        self._forget({table}, self._by_table)
 
-    def forget_table_state(self, table: str) -> None:
-        """Remove the gauges of ``table`` (what it is like now: pending, backlog, interval...), keeping the
-        counters of what this replica did on it: another replica lists it now (:mod:`hoodied.table_split`),
-        and exports its state; a counter that vanished would read as a reset."""
-        self._forget(table, self._state_by_table)
+    def forget_table_state(self, *tables: str) -> None:
+        """Remove the gauges of ``tables`` (what each is like now: pending, backlog, interval...), keeping
+        the counters of what this replica did on them: another replica lists them now
+        (:mod:`hoodied.table_split`), and exports their state; a counter that vanished would read as a reset.
+        One walk over the series for all of them (a replica handing 650 tables over walked them 650 times)."""
+        self._forget(set(tables), self._state_by_table)
 
-    def _forget(self, table: str, metrics: list[tuple[Gauge | Counter, tuple[str, ...]]]) -> None:
-        self._blocked_series.pop(table, None)
-        self._urgency_series.pop(table, None)
-        self._backlogs.pop(table, None)
+    def _forget(self, tables: set[str], metrics: list[tuple[Gauge | Counter, tuple[str, ...]]]) -> None:
+        for table in tables:
+            self._blocked_series.pop(table, None)
+            self._urgency_series.pop(table, None)
+            self._backlogs.pop(table, None)
         for metric, names in metrics:
             position = names.index("table")
             for family in metric.collect():
                 values = {tuple(s.labels[n] for n in names) for s in family.samples}
                 for labelvalues in values:
-                    if labelvalues[position] == table:
+                    if labelvalues[position] in tables:
                         metric.remove(*labelvalues)
 
     def job_started(self, table: str, action: str) -> None:

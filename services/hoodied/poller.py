@@ -98,6 +98,15 @@ def _since(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {op: n - before.get(op, 0) for op, n in after.items() if n - before.get(op, 0)}
 
 
+#: What differs between two tellings of one store error: the request's latency ("in 419.2ms", "in 1.2s").
+_LATENCY = re.compile(r" in \d+(\.\d+)?(ns|us|µs|ms|s)\b")
+
+
+def _same_cause(message: str) -> str:
+    """``message`` without what changes from one try to the next, to log one cause once."""
+    return _LATENCY.sub("", message)
+
+
 def _label(uri: str) -> str:
     tail = uri.rstrip("/").rsplit("/", 1)[-1] or "table"
     return re.sub(r"[^A-Za-z0-9._-]", "_", tail)
@@ -389,6 +398,7 @@ class Poller:
             return
         self._split.refresh()
         owned = 0
+        given_away: list[str] = []
         for table in tables:
             table.owner = self._split.owner(table.key)
             mine = table.owner == self._split.replica
@@ -400,11 +410,13 @@ class Poller:
             elif table.owned and not mine:
                 # Another replica's now: this one's view of it goes, its gauges too (the owner exports
                 # them), and it is read afresh should it come back.
-                self.metrics.forget_table_state(table.name)
+                given_away.append(table.name)
                 table.items, table.pending, table.evaluated = (), {}, None
                 table.listing, table.listed_folder_time_ns, table.backlog = None, None, None
             table.owned = mine
             owned += mine
+        if given_away:
+            self.metrics.forget_table_state(*given_away)
         self.metrics.tables_owned.set(owned)
 
     def _read_controls(self) -> dict[str, TableControl] | None:
@@ -476,7 +488,7 @@ class Poller:
         table.evaluated = None
         table.listed_folder_time_ns = None
         message = f"{type(e).__name__}: {e}"
-        if message != table.last_error:
+        if _same_cause(message) != _same_cause(table.last_error or ""):
             logger.error(
                 "cannot poll table %s (%s): %s; retrying in %.0f s", table.name, table.uri, message, delay
             )

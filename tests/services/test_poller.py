@@ -33,6 +33,7 @@ from hoodied.daemon import Daemon, _table_status
 from hoodied.health import Heartbeats
 from hoodied.listing import CONFIG_MAX_AGE, CONFIG_POLLS, QUIET_FOLDER_AGE, config_max_age
 from hoodied.metrics import Metrics
+from hoodied.poller import _same_cause
 from hoodied.supervisor import Supervisor
 from hoodied.work import WatchedTable, WorkItem
 from support.s3_faults import FaultProxy
@@ -694,3 +695,11 @@ def test_a_rollback_left_pending_after_its_instant_was_removed_is_finished_after
         )
         == 1.0
     )
+
+
+def test_a_store_error_told_again_with_another_latency_is_the_same_cause() -> None:
+    """A store's error names the request's latency; a table failing again for one cause is logged once."""
+    one = "StoreRefused: cannot list s3://b/t/.hoodie: Error performing GET in 419.2ms - 404 NoSuchBucket"
+    two = "StoreRefused: cannot list s3://b/t/.hoodie: Error performing GET in 13.817901ms - 404 NoSuchBucket"
+    assert _same_cause(one) == _same_cause(two)
+    assert _same_cause(one) != _same_cause(one.replace("404 NoSuchBucket", "403 AccessDenied"))
