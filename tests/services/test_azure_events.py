@@ -42,7 +42,7 @@ def _event_grid(
         "subject": f"/blobServices/default/containers/{container}/blobs/{blob}",
         "eventType": kind,
         "eventTime": "2026-11-28T10:00:00.1234567Z",
-        "id": str(uuid.uuid4()),
+        "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{container}/{blob}")),
         "data": {"api": "PutBlob", "url": f"https://lakeacct.blob.core.windows.net/{container}/{blob}"},
         "dataVersion": "",
         "metadataVersion": "1",
@@ -106,6 +106,7 @@ def test_cloud_events_lists_the_emulator_and_other_clouds_are_read() -> None:
         _encoded(_event_grid("lake", "t/.hoodie/x.commit", kind="Microsoft.Storage.BlobTierChanged")),
         json.dumps("a string"),
     ],
+    ids=["not-base64", "not-an-event", "another-event-type", "a-json-string"],
 )
 def test_what_is_not_a_blob_event_names_no_table(body: str) -> None:
     announced, ignored = announcements_of(body, time.time())
