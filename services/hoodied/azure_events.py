@@ -37,9 +37,7 @@ import datetime as dt
 import json
 import logging
 import os
-import threading
 import time
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +48,7 @@ from azure.storage.queue import QueueClient
 
 from hoodie.storage.identity import AZURE_DFS_SUFFIX
 from hoodied.change_events import Announcement, ChangeEvents, table_prefix_of
+from hoodied.queue_listener import QueueListener
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +57,6 @@ SOURCE = "azure_queue"
 BLOB_EVENTS = frozenset(
     {"Microsoft.Storage.BlobCreated", "Microsoft.Storage.BlobDeleted", "Microsoft.Storage.BlobRenamed"}
 )
-MAX_BACKOFF = 60.0
 #: Messages asked for per request (the service's most).
 BATCH = 32
 _SUBJECT = "/blobServices/default/containers/"
@@ -203,59 +201,31 @@ def _one_line(error: Exception) -> str:
     return f"{type(error).__name__}: {' '.join(str(error).split())[:500]}"
 
 
-class AzureQueueListener:
+class AzureQueueListener(QueueListener):
     """Reads ``source`` on a thread of its own and announces what it reads to ``events`` (module doc).
     ``client``: a queue client, made from ``source`` by default (:func:`queue_client`)."""
 
+    kind = "Azure"
+    thread_name = "hoodied-azure-events"
+    log = logger
+
     def __init__(self, source: AzureQueueSource, events: ChangeEvents, *, client: Any | None = None) -> None:
+        super().__init__(source.queue_url, events)
         self.source = source
-        self.events = events
         self._client = client if client is not None else queue_client(source)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        #: Messages read, events that named no timeline, reads that failed.
-        self.counts: Counter[str] = Counter()
-        self.last_error: str | None = None
+        self._idle = 1.0
 
-    def start(self) -> AzureQueueListener:
-        self._thread = threading.Thread(target=self._run, name="hoodied-azure-events", daemon=True)
-        self._thread.start()
-        return self
+    def idle_wait(self, read: int) -> float:
+        """A queue has no long poll: after an empty read, 1 s doubling up to the source's ``idle_wait``."""
+        if read:
+            self._idle = 1.0
+            return 0.0
+        wait = self._idle
+        self._idle = min(self.source.idle_wait, self._idle * 2)
+        return wait
 
-    def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        backoff = 1.0
-        idle = 1.0
-        while not self._stop.is_set():
-            try:
-                read = self.receive_once()
-                backoff = 1.0
-                if self.last_error is not None:
-                    logger.info("the Azure event queue %s can be read again", self.source.queue_url)
-                    self.last_error = None
-                if read:
-                    idle = 1.0
-                    continue
-                self._stop.wait(idle)
-                idle = min(self.source.idle_wait, idle * 2)
-            except Exception as e:  # the queue unreachable or refusing: the sweeps go on meanwhile
-                self.counts["receive_failed"] += 1
-                message = _one_line(e)
-                if message != self.last_error:
-                    logger.error(
-                        "cannot read the Azure event queue %s (retrying in %.0f s; the tables are swept "
-                        "meanwhile): %s",
-                        self.source.queue_url,
-                        backoff,
-                        message,
-                    )
-                self.last_error = message
-                self._stop.wait(backoff)
-                backoff = min(MAX_BACKOFF, backoff * 2)
+    def describe_error(self, error: Exception) -> str:
+        return _one_line(error)
 
     def receive_once(self) -> int:
         """One read of up to :data:`BATCH` messages: announce what came and delete it; returns the messages

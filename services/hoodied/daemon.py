@@ -57,6 +57,7 @@ from hoodied.health import HealthServer, Heartbeats
 from hoodied.logs import setup_logging
 from hoodied.metrics import Metrics
 from hoodied.ownership import decide
+from hoodied.queue_listener import QueueListener
 from hoodied.s3_events import SqsListener, SqsSource
 from hoodied.signals import StopSignals
 from hoodied.spark import SparkConfig, spark_session
@@ -164,7 +165,7 @@ class Daemon:
         self._polling = threading.Lock()  # held by the poll under way (see _drain)
         #: Change events (commit callbacks, S3 event queues): a table they name is polled at once.
         self.events = ChangeEvents()
-        self._listeners: list[SqsListener | AzureQueueListener] = []
+        self._listeners: list[QueueListener] = []
 
     def spark(self) -> SparkSession:
         with self._spark_lock:

@@ -23,9 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import threading
 import time
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,11 +32,11 @@ from urllib.parse import unquote_plus
 import boto3
 
 from hoodied.change_events import Announcement, ChangeEvents, table_prefix_of
+from hoodied.queue_listener import QueueListener
 
 logger = logging.getLogger(__name__)
 
 SOURCE = "s3_sqs"
-MAX_BACKOFF = 60.0
 
 
 @dataclass(frozen=True)
@@ -102,55 +100,20 @@ def announcements_of(body: str, received: float) -> tuple[list[Announcement], in
     return out, ignored
 
 
-class SqsListener:
+class SqsListener(QueueListener):
     """Long-polls ``source`` on a thread of its own and announces what it reads to ``events`` (module
     doc). ``client``: an SQS client (boto3's), made from ``source`` by default."""
 
+    kind = "S3"
+    thread_name = "hoodied-s3-events"
+    log = logger
+
     def __init__(self, source: SqsSource, events: ChangeEvents, *, client: Any | None = None) -> None:
+        super().__init__(source.queue_url, events)
         self.source = source
-        self.events = events
         self._client = client or boto3.client(
             "sqs", region_name=source.region, endpoint_url=source.endpoint or None
         )
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        #: Messages read, records that named no timeline, receive calls that failed.
-        self.counts: Counter[str] = Counter()
-        self.last_error: str | None = None
-
-    def start(self) -> SqsListener:
-        self._thread = threading.Thread(target=self._run, name="hoodied-s3-events", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        backoff = 1.0
-        while not self._stop.is_set():
-            try:
-                self.receive_once()
-                backoff = 1.0
-                if self.last_error is not None:
-                    logger.info("the S3 event queue %s can be read again", self.source.queue_url)
-                    self.last_error = None
-            except Exception as e:  # the queue unreachable or refusing: the sweeps go on meanwhile
-                self.counts["receive_failed"] += 1
-                message = f"{type(e).__name__}: {' '.join(str(e).split())}"
-                if message != self.last_error:
-                    logger.error(
-                        "cannot read the S3 event queue %s (retrying in %.0f s; the tables are swept "
-                        "meanwhile): %s",
-                        self.source.queue_url,
-                        backoff,
-                        message,
-                    )
-                self.last_error = message
-                self._stop.wait(backoff)
-                backoff = min(MAX_BACKOFF, backoff * 2)
 
     def receive_once(self) -> int:
         """One long poll: announce what came and delete it; returns the messages read."""
