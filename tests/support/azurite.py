@@ -42,6 +42,17 @@ def azurite_missing() -> str | None:
     return None
 
 
+def _answers(url: str) -> bool:
+    """Whether an Azurite service at ``url`` answers (an unsigned request is refused: it is up)."""
+    try:
+        urllib.request.urlopen(f"{url}/{ACCOUNT}?comp=list", timeout=2).close()
+        return True
+    except urllib.error.HTTPError:
+        return True
+    except (urllib.error.URLError, OSError):
+        return False
+
+
 class Azurite:
     """One Azurite blob server; :meth:`start`, then :meth:`stop` (kills it by PID)."""
 
@@ -63,13 +74,7 @@ class Azurite:
         }
 
     def _answers(self) -> bool:
-        try:
-            urllib.request.urlopen(f"{self.url}/{ACCOUNT}?comp=list", timeout=2).close()
-            return True
-        except urllib.error.HTTPError:
-            return True  # it answers (an unsigned request is refused): it is up
-        except (urllib.error.URLError, OSError):
-            return False
+        return _answers(self.url)
 
     def start(self) -> None:
         self._process.start()
@@ -122,13 +127,7 @@ class AzuriteQueues:
         return f"{self.url}/{ACCOUNT}/{name}"
 
     def _answers(self) -> bool:
-        try:
-            urllib.request.urlopen(f"{self.url}/{ACCOUNT}?comp=list", timeout=2).close()
-            return True
-        except urllib.error.HTTPError:
-            return True  # it answers (an unsigned request is refused): it is up
-        except (urllib.error.URLError, OSError):
-            return False
+        return _answers(self.url)
 
     def start(self) -> None:
         self._process.start()
