@@ -35,17 +35,16 @@ from hoodie.metadata.writer import forget_metadata_instant
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.timeline.archived.load import load_archived_timeline
-from hoodie.timeline.instant import RESTORE, ROLLBACK, Instant, State
+from hoodie.timeline.instant import RESTORE, Instant, State
 from hoodie.timeline.metadata import (
     RollbackMetadata,
     RollbackPartitionMetadata,
     RollbackPlan,
-    decode_rollback_plan,
     encode_rollback_metadata,
 )
 from hoodie.timeline.timeline import Timeline
 from hoodie.timeline.writer import TimelineWriter
-from hoodie.write.rollback import planned_paths
+from hoodie.write.rollback import pending_rollback_plans, planned_paths
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +69,7 @@ def orphaned_rollbacks(storage: Storage, timeline: Timeline) -> list[OrphanedRol
     if any(i.action == RESTORE for i in pending):
         return []
     out: list[OrphanedRollback] = []
-    for rollback in (i for i in pending if i.action == ROLLBACK):
-        try:
-            plan = decode_rollback_plan(storage.read(timeline.file_of(rollback.time, State.REQUESTED)))
-        except (KeyError, FileNotFoundError):
-            continue
+    for rollback, plan in pending_rollback_plans(storage, timeline):
         target = plan.instant_to_rollback
         if target is not None and timeline.get(target.commit_time) is None:
             out.append(OrphanedRollback(rollback, plan))

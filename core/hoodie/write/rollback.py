@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from hoodie.errors import HoodieError, LostRace, PathOutsideTable
@@ -149,10 +149,9 @@ def planned_paths(plan: RollbackPlan) -> list[str]:
     return out
 
 
-def pending_rollback_of(
-    storage: Storage, timeline: Timeline, instant_time: str
-) -> tuple[Instant, RollbackPlan] | None:
-    """A pending rollback of ``instant_time`` on ``timeline`` (left by an earlier attempt), with its plan."""
+def pending_rollback_plans(storage: Storage, timeline: Timeline) -> Iterator[tuple[Instant, RollbackPlan]]:
+    """The pending rollbacks on ``timeline`` with their plans; one whose plan cannot be read (gone meanwhile)
+    is passed over."""
     for pending in timeline.pending():
         if pending.action != ROLLBACK:
             continue
@@ -160,6 +159,14 @@ def pending_rollback_of(
             plan = decode_rollback_plan(storage.read(timeline.file_of(pending.time, State.REQUESTED)))
         except (KeyError, FileNotFoundError):
             continue
+        yield pending, plan
+
+
+def pending_rollback_of(
+    storage: Storage, timeline: Timeline, instant_time: str
+) -> tuple[Instant, RollbackPlan] | None:
+    """A pending rollback of ``instant_time`` on ``timeline`` (left by an earlier attempt), with its plan."""
+    for pending, plan in pending_rollback_plans(storage, timeline):
         target = plan.instant_to_rollback
         if target is not None and target.commit_time == instant_time:
             return pending, plan
@@ -328,6 +335,7 @@ __all__ = [
     "discard_attempt_files",
     "files_written_by",
     "pending_rollback_of",
+    "pending_rollback_plans",
     "planned_paths",
     "rollback_unfinished",
 ]
