@@ -114,7 +114,7 @@ import math
 import os
 import re
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -714,37 +714,34 @@ def _admin(s: _Section) -> AdminSettings:
     return out
 
 
+def _queue_entries(s: _Section, key: str, example: str) -> Iterator[tuple[_Section, str]]:
+    """Each entry of the list of queues ``key`` with its ``queue_url`` (an http(s) URL like ``example``);
+    the entry's other keys are the caller's to read, and an unknown one is refused once it has."""
+    raw = s.raw.get(key)
+    if raw is not None and not isinstance(raw, list):
+        raise ConfigError(f"{s.path(key)}: expected a list of queues")
+    s.used.add(key)
+    for i, item in enumerate(raw or []):
+        q = _Section(item, f"{s.path(key)}[{i}]")
+        url = q.get("queue_url", None, _str)
+        if not url or not url.startswith(("https://", "http://")):
+            raise ConfigError(f"{q.path('queue_url')}: expected the queue's URL ({example})")
+        yield q, url
+        q.done()
+
+
 def _notifications(s: _Section) -> NotificationSettings:
     key_file = s.get("commit_callback_key_file", None, _str)
-    queues: list[SqsQueueSettings] = []
-    raw = s.raw.get("s3_sqs")
-    if raw is not None and not isinstance(raw, list):
-        raise ConfigError(f"{s.path('s3_sqs')}: expected a list of queues")
-    for i, item in enumerate(raw or []):
-        q = _Section(item, f"{s.path('s3_sqs')}[{i}]")
-        url = q.get("queue_url", None, _str)
-        if not url or not url.startswith(("https://", "http://")):
-            raise ConfigError(f"{q.path('queue_url')}: expected the queue's URL (https://sqs....)")
-        queues.append(SqsQueueSettings(url, q.get("region", None, _str), q.get("endpoint", None, _str)))
-        q.done()
-    s.used.add("s3_sqs")
+    queues = [
+        SqsQueueSettings(url, q.get("region", None, _str), q.get("endpoint", None, _str))
+        for q, url in _queue_entries(s, "s3_sqs", "https://sqs....")
+    ]
     azure: list[AzureQueueSettings] = []
-    raw = s.raw.get("azure_queues")
-    if raw is not None and not isinstance(raw, list):
-        raise ConfigError(f"{s.path('azure_queues')}: expected a list of queues")
-    for i, item in enumerate(raw or []):
-        q = _Section(item, f"{s.path('azure_queues')}[{i}]")
-        url = q.get("queue_url", None, _str)
-        if not url or not url.startswith(("https://", "http://")):
-            raise ConfigError(
-                f"{q.path('queue_url')}: expected the queue's URL (https://<account>.queue....)"
-            )
+    for q, url in _queue_entries(s, "azure_queues", "https://<account>.queue...."):
         idle = q.get("idle_wait", 5.0, parse_duration)
         if idle < 1.0:
             raise ConfigError(f"{q.path('idle_wait')}: {idle} s is below 1s")
         azure.append(AzureQueueSettings(url, idle))
-        q.done()
-    s.used.add("azure_queues")
     sweep = s.get("sweep_interval", 600.0, parse_duration)
     if sweep < 1.0:
         raise ConfigError(f"{s.path('sweep_interval')}: {sweep} s is below 1s")
