@@ -297,8 +297,10 @@ def test_the_judge_finds_two_pending_plans_sharing_a_file_group(tmp_path: Path) 
         (
             "PUT",
             "/b/t/.hoodie/metadata/.hoodie/timeline/20261128010203040_20261128010203041.deltacommit",
-            "commit",
+            "metadata",
         ),
+        ("PUT", "/b/t/.hoodie/metadata/.hoodie/20261128010203040.deltacommit", "metadata"),
+        ("PUT", "/b/t/.hoodie/metadata/.hoodie/20261128010203040.deltacommit.requested", "plan"),
         ("PUT", "/b/t/.hoodie/timeline/20261128010203040_20261128010203041.clean", "commit"),
         ("PUT", "/b/t/.hoodie/.aux/hoodied/decisions/20261128010203040/7.json", "commit"),
         ("PUT", "/b/t/.hoodie/timeline/20261128010203040.clean.requested", "plan"),

@@ -29,10 +29,12 @@ LOCK_EXPIRY = 3.0
 Outcome = JobRun | BaseException
 
 #: Where the first executor stalls: the PUT of its completed file (``{completed}``: its extension), of its
-#: metadata table's deltacommit, or of its decision (:mod:`hoodie.write.decision`).
+#: metadata table's deltacommit (its first file, or its completed file), or of its decision
+#: (:mod:`hoodie.write.decision`).
 TRIGGERS = {
     "completed-file": r"/{T}(_\d+)?\.{completed}$",
     "metadata-table": r"metadata/\.hoodie/(timeline/)?{T}\.deltacommit\.requested$",
+    "metadata-completed": r"metadata/\.hoodie/(timeline/)?{T}(_\d+)?\.deltacommit$",
     "decision": r"decisions/{T}/\d+\.json$",
 }
 

@@ -36,6 +36,7 @@ from hoodie.avro.encoder import encode_avro_records
 from hoodie.bloom import DYNAMIC_V0, new_bloom_filter
 from hoodie.config import METADATA_PARTITIONS_INFLIGHT, TableConfig
 from hoodie.errors import CommitConflict, CorruptMetadataTable, HoodieError
+from hoodie.failpoints import failpoint
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroupId, FileSlice
 from hoodie.file_group.fs_view import build_file_groups, classify_listing
@@ -288,11 +289,15 @@ class MetadataWriter:
         )
         return True
 
-    def write_deltacommit(self, update: MetadataUpdate, *, replace_completed: bool = True) -> Instant:
+    def write_deltacommit(
+        self, update: MetadataUpdate, *, replace_completed: bool = True, completion_time: str | None = None
+    ) -> Instant:
         """Write ``update`` as the metadata table's deltacommit at its instant time and complete it. What an
         earlier attempt at that time left is removed first; without ``replace_completed``, a *completed*
         deltacommit there is not (:class:`CommitConflict`): a decided completion's roll forward wrote it
-        (:mod:`hoodie.write.decision`), and removing it would leave the data instant's records out."""
+        (:mod:`hoodie.write.decision`), and removing it would leave the data instant's records out.
+        ``completion_time``: the one a decision recorded (v8+), so every writer of it names the completed
+        file alike and only the first create succeeds."""
         time = update.instant_time
         if not replace_completed and self.mdt.timeline.is_completed(time):
             raise CommitConflict(f"the metadata table's deltacommit {time} is completed already")
@@ -364,7 +369,8 @@ class MetadataWriter:
         inflight = self.timeline_writer.start(requested, metadata)
         for _, path, block, _ in files:
             self.storage.create(path, block)
-        done = self.timeline_writer.complete(inflight, metadata)
+        failpoint("metadata.before_completed_file")
+        done = self.timeline_writer.complete(inflight, metadata, completion_time=completion_time)
         logger.info(
             "metadata table of %s: deltacommit %s, %d record(s) in %d log file(s)",
             self.mdt.data_storage.uri,
@@ -678,6 +684,21 @@ def open_metadata_table(storage: Storage, config: TableConfig) -> MetadataTable 
     return MetadataTable.load(storage, config, Timeline.load(storage, config))
 
 
+def metadata_completion_time(
+    storage: Storage,
+    config: TableConfig,
+    lock: LockProvider,
+    time_generator: InstantTimeGenerator | None = None,
+) -> str | None:
+    """The completion time a metadata-table deltacommit completing now gets (the caller holds the table
+    lock), for a decision to record ahead of the write (:mod:`hoodie.write.decision`); None when the table has
+    no metadata table or its timeline's file names carry no completion time (v6)."""
+    mdt = open_metadata_table(storage, config)
+    if mdt is None or mdt.config.table_version < 8:
+        return None
+    return (time_generator or InstantTimeGenerator()).completion_time(mdt.storage, mdt.config, lock)
+
+
 def check_supported(storage: Storage, config: TableConfig, service: str, *, writer: bool = False) -> None:
     """Raise :class:`MetadataTableNotSupported` when a partition of the table's metadata table (``config``
     lists them) is one hoodied cannot keep up to date for ``service``: it then refuses the service before
@@ -704,18 +725,21 @@ def write_metadata_update(
     service: str,
     time_generator: InstantTimeGenerator | None = None,
     replace_completed: bool = True,
+    completion_time: str | None = None,
 ) -> Instant | None:
     """Write the update ``build`` makes for the table config as it is now (``config``, read under the table
     lock: an index being built since the commit began is in it) to the table's metadata table, as the
     deltacommit of the update's instant. The caller holds the lock and completes the data instant right
-    after. Returns None when the table has no metadata table. ``replace_completed``: see
-    :meth:`MetadataWriter.write_deltacommit`."""
+    after. Returns None when the table has no metadata table. ``replace_completed`` and
+    ``completion_time``: see :meth:`MetadataWriter.write_deltacommit`."""
     check_supported(storage, config, service, writer=service == "write")
     mdt = open_metadata_table(storage, config)
     if mdt is None:
         return None
     writer = MetadataWriter(mdt, lock, time_generator=time_generator)
-    return writer.write_deltacommit(build(config), replace_completed=replace_completed)
+    return writer.write_deltacommit(
+        build(config), replace_completed=replace_completed, completion_time=completion_time
+    )
 
 
 def compact_if_due(

@@ -261,22 +261,30 @@ class TimelineWriter:
             self._write(inflight, data)
         return inflight
 
-    def complete(self, instant: Instant, content: bytes | TimelineRecord = b"") -> Instant:
+    def complete(
+        self, instant: Instant, content: bytes | TimelineRecord = b"", *, completion_time: str | None = None
+    ) -> Instant:
         """Inflight -> completed, under the completed action's name; v8+ with a completion time taken under
-        the lock."""
+        the lock, or ``completion_time`` when one was decided before (see :meth:`completion_of`)."""
         with self._critical_section():
-            done, _, data = self.completion_of(instant, content)
+            done, _, data = self.completion_of(instant, content, completion_time=completion_time)
             self._write(done, data)
         return done
 
     def completion_of(
-        self, instant: Instant, content: bytes | TimelineRecord = b""
+        self, instant: Instant, content: bytes | TimelineRecord = b"", *, completion_time: str | None = None
     ) -> tuple[Instant, str, bytes]:
         """What completing the inflight ``instant`` with ``content`` writes: the completed instant (v8+ with a
         completion time taken now, under the lock), its file's path and bytes. Nothing is written: a decided
-        completion (:mod:`hoodie.write.decision`) records them first and publishes them after."""
+        completion (:mod:`hoodie.write.decision`) records them first and publishes them after.
+
+        ``completion_time`` (v8+ only) is one taken earlier under the lock and recorded in a decision: every
+        writer of that decision's metadata-table deltacommit names its completed file alike, so a stale
+        writer's late create collides instead of adding a second completed file."""
         if instant.state is not State.INFLIGHT:
             raise ValueError(f"complete() moves an inflight instant; {instant} is {instant.state.name}")
+        if completion_time is not None and self.layout_version < 2:
+            raise ValueError(f"a v{self.config.table_version} timeline's file names carry no completion time")
         if self.layout_version >= 2 and self.lock is None:
             raise LockRequired(
                 f"completing {instant} on a v{self.config.table_version} table needs the table lock: the "
@@ -287,8 +295,8 @@ class TimelineWriter:
         with self._critical_section():
             files = self._files_of(instant.time, instant.action)
             self._expect(files, instant, State.INFLIGHT)
-            completion = None
-            if self.layout_version >= 2:
+            completion = completion_time
+            if self.layout_version >= 2 and completion is None:
                 completion = self.time_generator.completion_time(self.storage, self.config, self.lock)
         done = Instant(instant.time, done_action, State.COMPLETED, completion)
         return done, f"{self.folder}/{done.file_name_for(self.layout_version)}", data

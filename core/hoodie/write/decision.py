@@ -13,7 +13,10 @@ changed:
 
 - An attempt completes only after it **created its decision** ``complete``, which carries the completed
   timeline file (its name, completion time included, and its bytes) and which metadata-table update the
-  commit makes. Before the decision the attempt wrote only files of its own (its write tokens name it); the
+  commit makes, with that deltacommit's completion time on a v8+ metadata table: whoever writes it (the
+  decider, a roll forward, a stale attempt's held request) names its completed file alike, so only the first
+  create lands (a completion time taken at the write would let a held PUT add a second completed
+  deltacommit). Before the decision the attempt wrote only files of its own (its write tokens name it); the
   metadata table's deltacommit and the completed file are written after it.
 - A run that rolls an attempt back (a takeover) first **voids** every attempt it is about to undo: the
   attempts whose files it found, and those it took the lease over from. Voiding is creating the attempt's
@@ -122,6 +125,7 @@ class Decision:
     content: bytes = b""
     action: str = ""
     metadata_step: MetadataStep = ""
+    metadata_completion: str = ""
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -134,6 +138,7 @@ class Decision:
                 "content": base64.b64encode(self.content).decode("ascii"),
                 "action": self.action,
                 "metadata_step": self.metadata_step,
+                "metadata_completion": self.metadata_completion,
             },
             separators=(",", ":"),
         ).encode("utf-8")
@@ -160,6 +165,7 @@ class Decision:
                 base64.b64decode(value.get("content", ""), validate=True),
                 str(value.get("action", "")),
                 step,
+                str(value.get("metadata_completion", "")),
             )
         except (ValueError, KeyError, TypeError) as e:
             raise CommitConflict(f"the completion decision {where} is unreadable ({e}): left as it is") from e
@@ -206,12 +212,24 @@ def decide_complete(
     *,
     action: str = "",
     metadata_step: MetadataStep = "",
+    metadata_completion: str = "",
 ) -> Decision:
     """Decide that ``attempt`` completes the instant (its completed ``action``) with the timeline file
-    ``completed_file`` holding ``content``, the metadata table getting ``metadata_step`` (write both after
-    this returns; returns the decision, to publish). :class:`LostRace` when the attempt was voided: another
-    run took the instant over, and this attempt must not complete it."""
-    ours = Decision(instant_time, attempt, "complete", None, completed_file, content, action, metadata_step)
+    ``completed_file`` holding ``content``, the metadata table getting ``metadata_step`` as a deltacommit
+    completed at ``metadata_completion`` (v8+; write both after this returns; returns the decision, to
+    publish). :class:`LostRace` when the attempt was voided: another run took the instant over, and this
+    attempt must not complete it."""
+    ours = Decision(
+        instant_time,
+        attempt,
+        "complete",
+        None,
+        completed_file,
+        content,
+        action,
+        metadata_step,
+        metadata_completion,
+    )
     standing = _create(storage, ours)
     if standing.verdict == "void":
         raise LostRace(
@@ -318,7 +336,14 @@ def _publish_empty(storage: Storage, lock: LockProvider, table: Table, decision:
     content = encode_commit_metadata(empty, table_version=config.table_version, action=REPLACE_COMMIT)
     forget_metadata_instant(storage, lock, T)
     if open_metadata_table(storage, config) is not None:
-        write_metadata_update(storage, config, lock, lambda cfg: MetadataUpdate(T), service="roll forward")
+        write_metadata_update(
+            storage,
+            config,
+            lock,
+            lambda cfg: MetadataUpdate(T),
+            service="roll forward",
+            completion_time=decision.metadata_completion or None,
+        )
     wrote = publish(storage, replace(decision, content=content))
     for path in decided.written_file_paths:
         with contextlib.suppress(FileNotFoundError):
@@ -353,7 +378,14 @@ def roll_forward(storage: Storage, lock: LockProvider, decision: Decision) -> bo
             config = TableConfig.load(storage)
             mdt = open_metadata_table(storage, config)
             if mdt is not None and not mdt.timeline.is_completed(decision.instant_time):
-                write_metadata_update(storage, config, lock, build, service="roll forward")
+                write_metadata_update(
+                    storage,
+                    config,
+                    lock,
+                    build,
+                    service="roll forward",
+                    completion_time=decision.metadata_completion or None,
+                )
         wrote = publish(storage, decision)
     logger.warning("rolled %s forward on %s", decision.describe(), storage.uri)
     return wrote

@@ -38,6 +38,7 @@ from hoodie.metadata.updates import update_for_rewrite
 from hoodie.metadata.writer import (
     MetadataUpdate,
     maintain_metadata_table,
+    metadata_completion_time,
     open_metadata_table,
     write_metadata_update,
 )
@@ -49,6 +50,7 @@ from hoodie.timeline.metadata import CommitMetadata, WriteStat
 from hoodie.timeline.writer import TimelineRecord, TimelineWriter
 from hoodie.write.attempt import AttemptFence, attempt_of_file
 from hoodie.write.decision import (
+    Decision,
     MetadataStep,
     decide_complete,
     forget_decision,
@@ -234,13 +236,24 @@ def complete_decided(
     however late it woke), then the metadata table's deltacommit that ``build`` makes (``step`` names it for
     a roll forward; not replaced when a roll forward of this decision wrote it), then the completed file,
     published from the decision. Failpoints ``<service>.decided`` and ``.after_metadata_commit``. Returns
-    the completed instant; the caller forgets the decision once out of the lock."""
+    the completed instant; the caller forgets the decision once out of the lock.
+
+    The metadata table's completion time (v8+) is taken first, the data timeline's after it: the deltacommit
+    completes before the instant it records, as Hudi's do."""
+    metadata_completion = metadata_completion_time(storage, config, lock, writer.time_generator)
     completed, path, data = writer.completion_of(instant, content)
     decision = decide_complete(
-        storage, instant.time, run.attempt, path, data, action=completed.action, metadata_step=step
+        storage,
+        instant.time,
+        run.attempt,
+        path,
+        data,
+        action=completed.action,
+        metadata_step=step,
+        metadata_completion=metadata_completion or "",
     )
     failpoint(f"{service}.decided")
-    _write_decided_metadata(storage, config, lock, build, service, writer.time_generator, instant.time)
+    _write_decided_metadata(storage, config, lock, build, service, writer.time_generator, decision)
     failpoint(f"{service}.after_metadata_commit")
     publish(storage, decision)
     return completed
@@ -267,10 +280,12 @@ def _write_decided_metadata(
     build: Callable[[TableConfig], MetadataUpdate],
     service: str,
     time_generator: InstantTimeGenerator | None,
-    instant_time: str,
+    decision: Decision,
 ) -> None:
-    """The metadata-table deltacommit of a decided completion, unless a roll forward of the decision wrote it
-    while this attempt was held up (its completed deltacommit is never replaced)."""
+    """The metadata-table deltacommit of a decided completion, completed at the decided time, unless a roll
+    forward of the decision wrote it while this attempt was held up (its completed deltacommit is never
+    replaced; a late create of it collides)."""
+    instant_time = decision.instant_time
     try:
         write_metadata_update(
             storage,
@@ -280,6 +295,7 @@ def _write_decided_metadata(
             service=service,
             time_generator=time_generator,
             replace_completed=False,
+            completion_time=decision.metadata_completion or None,
         )
     except (CommitConflict, FileAlreadyExists) as e:
         mdt = open_metadata_table(storage, TableConfig.load(storage))

@@ -172,16 +172,19 @@ def test_a_write_committed_while_a_decided_clustering_stalled_stays_visible(
         "apache-hudi/hudi_multi_pt_v8_mor:hudi_multi_pt_v8_mor",
     ],
 )
-@pytest.mark.parametrize("stall_at", ["metadata-table", "decision"])
+@pytest.mark.parametrize("stall_at", ["metadata-table", "metadata-completed", "decision"])
 def test_a_stalled_completion_keeps_the_metadata_table_whole(
     fixture_root: Callable[[str], Path], table_copy: Callable[[Path], Path], table_id: str, stall_at: str
 ) -> None:
     """Hudi's tables with a metadata table. ``metadata-table``: the first run decided, and its first write to
     the metadata table is held; the roll forward writes the metadata table's deltacommit (rebuilt from the
     decided write stats) and the completed file; the woken run finds the deltacommit completed, leaves it
-    (it never replaces a completed one) and publishes the same completed file. ``decision``: the takeover
-    rolls the voided attempt back (the metadata table's share included) and completes; the metadata table
-    agrees with the files either way."""
+    (it never replaces a completed one) and publishes the same completed file. ``metadata-completed``: the
+    first run's PUT of the deltacommit's completed file is held; the roll forward completes the deltacommit
+    at the completion time the decision recorded, so the held PUT, landing after, collides instead of adding
+    a second completed deltacommit (as it did on v8 before decisions recorded that time). ``decision``: the
+    takeover rolls the voided attempt back (the metadata table's share included) and completes; the metadata
+    table agrees with the files either way."""
     root = table_copy(fixture_root(table_id))
     storage = Storage.for_uri(str(root))
     scheduled = schedule_compaction(

@@ -75,7 +75,7 @@ WEIGHTS = {
 
 #: Relative weights of a stall's kinds: the completions and plans of issue 33 first; a history manifest is
 #: rare in a short trial (archival needs ``hoodie.keep.max.commits`` commits first).
-STALL_WEIGHTS = {"commit": 3, "plan": 3, "base": 2, "delete": 2, "manifest": 1}
+STALL_WEIGHTS = {"commit": 3, "metadata": 2, "plan": 3, "base": 2, "delete": 2, "manifest": 1}
 
 
 @dataclass(frozen=True)

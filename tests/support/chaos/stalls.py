@@ -4,10 +4,11 @@ leases, then continued, so that the request it had prepared is sent late.
 A lease (the replica's ZooKeeper session, its table lock, an instant's heartbeat, a claim) only says who
 should write; a process that paused can wake after its lease passed to someone else and still send its write.
 The injector (:mod:`support.chaos.faults`) arms a stall for one kind of request
-(:data:`~support.stall_proxy.STALL_KINDS`: ``commit``, ``plan``, ``manifest``, ``base``, ``delete``), to
-strike within a window; the first replica to send such a request (whichever is doing that work: arming one
-chosen replica mostly missed) then has its whole process group stopped (SIGSTOP) for ``hold`` seconds
-(past the session timeout and the heartbeat expiry), is continued (SIGCONT), and its request goes.
+(:data:`~support.stall_proxy.STALL_KINDS`: ``commit``, ``metadata``, ``plan``, ``manifest``, ``base``,
+``delete``), to strike within a window; the first replica to send such a request (whichever is doing that
+work: arming one chosen replica mostly missed) then has its whole process group stopped (SIGSTOP) for
+``hold`` seconds (past the session timeout and the heartbeat expiry), is continued (SIGCONT), and its request
+goes.
 
 - **On S3** each replica reaches the store through a :class:`~support.stall_proxy.StallProxy` of its own
   (chained in front of the campaign's fault proxy): the stall strikes at the HTTP request itself, so the held
@@ -51,6 +52,8 @@ LOCAL_POINTS: Mapping[str, tuple[str, ...]] = {
         for s in ("compaction", "logcompaction", "clustering", "clean")
         for point in ("decided", "after_metadata_commit")
     ),
+    # The metadata table's deltacommit, its log files written, before its completed file.
+    "metadata": ("metadata.before_completed_file",),
     # Under the table lock, before the instant time and the requested file.
     "plan": ("schedule.under_lock",),
     "manifest": ("archival.before_history_write",),
