@@ -16,8 +16,9 @@ that happen at a chosen step: it stands in front of the store for one process (p
 Kinds of request (:data:`STALL_KINDS`, :func:`kind_of`):
 
 - ``commit``: a PUT of a completed timeline file (``T.commit``, ``T_C.deltacommit``, ``T_C.replacecommit``,
-  ``T_C.clean``), or of a completion decision (:mod:`hoodie.write.decision`: the write that decides a
-  completion, right before the metadata table's and the timeline's);
+  ``T_C.clean``, ``T_C.rollback``, ``T_C.indexing``), or of a completion decision
+  (:mod:`hoodie.write.decision`: the write that decides a completion, right before the metadata table's and
+  the timeline's);
 - ``metadata``: a PUT of the metadata table's completed deltacommit (a decided completion's, written between
   its decision and its completed file: the decision's PUT comes first, so ``commit`` never reaches it);
 - ``plan``: a PUT of a ``.requested`` file (a compaction, log compaction or clustering plan, a clean's, a
@@ -49,7 +50,10 @@ STALL_KINDS = ("commit", "metadata", "plan", "manifest", "base", "delete")
 
 _PUT_KINDS = (
     ("metadata", re.compile(r"/\.hoodie/metadata/\.hoodie/(timeline/)?\d{17}(_\d{17})?\.deltacommit(\?|$)")),
-    ("commit", re.compile(r"/\d{17}(_\d{17})?\.(commit|deltacommit|replacecommit|clean)(\?|$)")),
+    (
+        "commit",
+        re.compile(r"/\d{17}(_\d{17})?\.(commit|deltacommit|replacecommit|clean|rollback|indexing)(\?|$)"),
+    ),
     ("commit", re.compile(r"/\.hoodie/\.aux/hoodied/decisions/\d{17}/\d+\.json(\?|$)")),
     ("plan", re.compile(r"\.requested(\?|$)")),
     ("manifest", re.compile(r"/(archived|history)/(manifest|_version_|\.commits_\.archive)")),

@@ -27,7 +27,9 @@ adds entries of its new files, so they do not wait.
 the metadata table as the deltacommit of the indexing instant (they count once it completes); the commits
 that completed while the build ran are caught up in a second deltacommit, written after it; then the
 indexing instant completes with ``HoodieIndexCommitMetadata`` and the partition moves from ``...inflight``
-to ``hoodie.table.metadata.partitions``. Readers use a partition only once it is listed there.
+to ``hoodie.table.metadata.partitions``. Readers use a partition only once it is listed there. In the daemon
+the completion is decided before the metadata table is written (:mod:`hoodie.write.decision`), so a run
+paused past its lease cannot complete the instant (or the deltacommit) a second time after a takeover.
 
 **Drop** (:func:`drop_index`, under the lock): the partition leaves both properties, then its folder goes;
 dropping ``files`` deletes the whole metadata table, as Hudi does.
@@ -47,10 +49,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hoodie.config import METADATA_PARTITIONS, METADATA_PARTITIONS_INFLIGHT, TableConfig, table_checksum
-from hoodie.errors import Deferred, HoodieError, NothingToDo
+from hoodie.errors import CommitConflict, Deferred, FileAlreadyExists, HoodieError, LostRace, NothingToDo
+from hoodie.failpoints import failpoint
 from hoodie.file_group.file_group import FileSlice
 from hoodie.lock import LockProvider, held
 from hoodie.log.log_file import LogFile
+from hoodie.metadata.partition_lists import listed, mark_built, store_partition_lists
 from hoodie.metadata.reader import METADATA_TABLE_PATH, MetadataTable, MetadataTableConfig, storage_listing
 from hoodie.metadata.records import MetadataPartition, MetadataRecord
 from hoodie.metadata.updates import (
@@ -91,7 +95,10 @@ from hoodie.timeline.metadata import (
 )
 from hoodie.timeline.timeline import Timeline
 from hoodie.timeline.writer import TimelineWriter
+from hoodie.write.attempt import AttemptFence
+from hoodie.write.decision import Decision, forget_decision, publish, void_attempts
 from hoodie.write.partition_metafile import write_partition_metafile
+from hoodie.write.service_commit import decide_completion, held_to_complete
 
 __all__ = [
     "INDEXABLE",
@@ -201,20 +208,6 @@ class IndexingResult:
     partitions: tuple[str, ...]
     records: int
     caught_up: tuple[str, ...]
-
-
-def _partitions_prop(config: TableConfig, key: str) -> list[str]:
-    return [p.strip() for p in config.props.get(key, "").split(",") if p.strip()]
-
-
-def _store_partitions(storage: Storage, built: Sequence[str], inflight: Sequence[str]) -> TableConfig:
-    config = TableConfig.load(storage)
-    return config.updated(
-        {
-            METADATA_PARTITIONS: ",".join(sorted(set(built))),
-            METADATA_PARTITIONS_INFLIGHT: ",".join(sorted(set(inflight))),
-        }
-    ).store(storage)
 
 
 def _file_group_ids(partition: str, config: TableConfig) -> list[str]:
@@ -329,8 +322,8 @@ def initialize_metadata_table(
                 compacted=False,
             ),
         )
-        built = [*_partitions_prop(config, METADATA_PARTITIONS), MetadataPartition.FILES]
-        config = _store_partitions(storage, built, _partitions_prop(config, METADATA_PARTITIONS_INFLIGHT))
+        built = [*listed(config, METADATA_PARTITIONS), MetadataPartition.FILES]
+        config = store_partition_lists(storage, built, listed(config, METADATA_PARTITIONS_INFLIGHT))
         logger.info(
             "created the metadata table of %s: %d partition(s), %d file(s) listed",
             storage.uri,
@@ -367,8 +360,8 @@ def schedule_indexing(
         initialize_metadata_table(storage, lock, time_generator=time_generator)
         table = Table.load(storage)
         config = table.config
-        built = set(_partitions_prop(config, METADATA_PARTITIONS))
-        inflight = set(_partitions_prop(config, METADATA_PARTITIONS_INFLIGHT))
+        built = set(listed(config, METADATA_PARTITIONS))
+        inflight = set(listed(config, METADATA_PARTITIONS_INFLIGHT))
         if pending_indexing(table):
             busy = {
                 info.metadata_partition_path
@@ -394,7 +387,7 @@ def schedule_indexing(
             write_partition_metafile(mdt_storage, partition, time)
             for file_id in _file_group_ids(partition, config):
                 _empty_log(mdt_storage, partition, file_id, time, config.table_version)
-        _store_partitions(storage, sorted(built), sorted(inflight | set(wanted)))
+        store_partition_lists(storage, sorted(built), sorted(inflight | set(wanted)))
         plan = IndexPlan(tuple(IndexPartitionInfo(p, upto, {}, 1) for p in wanted))
         requested = writer.request(INDEXING, time, plan)
     logger.info("scheduled indexing %s on %s: %s up to %s", time, storage.uri, ", ".join(wanted), upto)
@@ -519,8 +512,19 @@ def complete_indexing(
 
     ``fence`` re-checks the caller's claim under the table lock before anything is written. A partition
     dropped while it was built (no longer inflight) is not completed: :class:`IndexingFailed`, nothing
-    written."""
-    with held(lock):
+    written.
+
+    Run as an attempt of the instant (``fence`` an :class:`~hoodie.write.attempt.AttemptFence`), the
+    completion is decided first (:mod:`hoodie.write.decision`), before the metadata table is written: the
+    attempts this run took the instant over from are voided, so none of them completes it after this one.
+    One that decided first wins, and this run completes *its* decision with the records it built itself
+    (the same index of the same table: only an indexing run can write them), at the deltacommit completion
+    time that decision recorded, then raises :class:`LostRace`. A decider that wakes to find its
+    deltacommit or its instant completed by such a run leaves them as they are."""
+    run = fence if isinstance(fence, AttemptFence) else None
+    adopted: Decision | None = None
+    caught: list[str] = []
+    with held_to_complete(lock) as completion:
         if fence is not None:
             fence()
         table = Table.load(storage)
@@ -529,9 +533,7 @@ def complete_indexing(
             raise IndexingFailed(f"indexing {instant.time} is no longer pending ({current or 'gone'})")
         plan = decode_index_plan(storage.read(table.timeline.file_of(instant.time, State.REQUESTED)))
         partitions = tuple(i.metadata_partition_path or "" for i in plan.index_partition_infos)
-        dropped = [
-            p for p in partitions if p not in _partitions_prop(table.config, METADATA_PARTITIONS_INFLIGHT)
-        ]
+        dropped = [p for p in partitions if p not in listed(table.config, METADATA_PARTITIONS_INFLIGHT)]
         if dropped:
             raise IndexingFailed(
                 f"indexing {instant.time} of {storage.uri}: {', '.join(dropped)} is no longer being built "
@@ -547,44 +549,34 @@ def complete_indexing(
         check_one_location_per_key(
             built.records.get(MetadataPartition.RECORD_INDEX, ()), f"indexing {instant.time} of {storage.uri}"
         )
-        mdt_writer = MetadataWriter(mdt, lock, time_generator=time_generator)
-        mdt_writer.write_deltacommit(built)
-        # Writes that completed after the build read the table wrote the partitions being built themselves
-        # (under their own, later, instant times: they count after the built records), unless they wrote no
-        # metadata-table deltacommit: only those are caught up, as Hudi's AbstractIndexingCatchupTask does.
-        # Catching up the others again, at a time after all of them, would put an insert back after a later
-        # write deleted it (found by the chaos campaign: deleted keys left in the record index).
-        written = {i.time for i in mdt.timeline.completed()}
-        missed = [
-            i for i in table.timeline.completed_writes() if i.time not in seen and i.time not in written
-        ]
-        caught: list[str] = []
-        scoped = table.config.updated(
-            {METADATA_PARTITIONS: ",".join(partitions), METADATA_PARTITIONS_INFLIGHT: ""}
+        content = IndexCommitMetadata(plan.index_partition_infos, None, 1)
+        if run is None:
+            MetadataWriter(mdt, lock, time_generator=time_generator).write_deltacommit(built)
+            caught = _catch_up(storage, lock, table, seen, partitions, writer, time_generator)
+            completion.done = writer.complete(inflight, content)
+        else:
+            adopted = void_attempts(storage, instant.time, run.superseded(), run.attempt)
+            if adopted is None:
+                done, decision = decide_completion(
+                    storage, table.config, lock, writer, inflight, content, run, "indexing"
+                )
+            else:
+                decision = adopted
+                done = Instant(instant.time, INDEXING, State.COMPLETED)
+            failpoint("indexing.decided")
+            _write_built(storage, lock, built, decision, time_generator)
+            if not Table.load(storage).timeline.is_completed(instant.time):
+                caught = _catch_up(storage, lock, table, seen, partitions, writer, time_generator)
+            publish(storage, decision)
+            completion.done = done
+        mark_built(storage, partitions)
+    if adopted is not None:
+        raise LostRace(
+            f"lost the race: {adopted.describe()} before this run could void it; this run completed it with "
+            "the records it built"
         )
-        records: dict[str, list[MetadataRecord]] = {}
-        deleted: dict[str, list[str]] = {}
-        for write in missed:
-            md = table.commit_metadata(write)
-            live = [s for s in md.write_stats if s.path and storage.exists(s.path)]
-            update = update_for_write(storage, scoped, write.time, live)
-            for p, r in update.records.items():
-                records.setdefault(p, []).extend(r)
-            for p, k in update.deleted_keys.items():
-                deleted.setdefault(p, []).extend(k)
-            caught.append(write.time)
-        if caught:
-            catch_up_time = writer.next_instant_time()
-            mdt = open_metadata_table(storage, table.config)
-            assert mdt is not None
-            MetadataWriter(mdt, lock, time_generator=time_generator).write_deltacommit(
-                MetadataUpdate(catch_up_time, records=records, deleted_keys=deleted)
-            )
-        done = writer.complete(inflight, IndexCommitMetadata(plan.index_partition_infos, None, 1))
-        config = TableConfig.load(storage)
-        built_now = set(_partitions_prop(config, METADATA_PARTITIONS)) | set(partitions)
-        still = set(_partitions_prop(config, METADATA_PARTITIONS_INFLIGHT)) - set(partitions)
-        _store_partitions(storage, sorted(built_now), sorted(still))
+    if run is not None:
+        forget_decision(storage, instant.time, run.attempt)
     count = sum(len(r) for r in built.records.values())
     logger.info(
         "completed indexing %s on %s: %s, %d record(s), %d write(s) caught up",
@@ -594,7 +586,78 @@ def complete_indexing(
         count,
         len(caught),
     )
-    return IndexingResult(done, partitions, count, tuple(caught))
+    return IndexingResult(completion.done, partitions, count, tuple(caught))
+
+
+def _write_built(
+    storage: Storage,
+    lock: LockProvider,
+    built: MetadataUpdate,
+    decision: Decision,
+    time_generator: InstantTimeGenerator | None,
+) -> None:
+    """The metadata table's deltacommit of a decided indexing's built records, completed at the decided
+    time, unless another run of the decision completed it already (a completed one is never replaced; a
+    stale run's late create of it collides)."""
+    T = decision.instant_time
+    mdt = open_metadata_table(storage, TableConfig.load(storage))
+    if mdt is None:
+        raise IndexingFailed(f"{storage.uri} has no metadata table any more")
+    try:
+        MetadataWriter(mdt, lock, time_generator=time_generator).write_deltacommit(
+            built, replace_completed=False, completion_time=decision.metadata_completion or None
+        )
+    except (CommitConflict, FileAlreadyExists) as e:
+        now = open_metadata_table(storage, TableConfig.load(storage))
+        if now is None or not now.timeline.is_completed(T):
+            raise
+        logger.warning("indexing %s: its metadata-table deltacommit was completed by another run (%s)", T, e)
+
+
+def _catch_up(
+    storage: Storage,
+    lock: LockProvider,
+    table: Table,
+    seen: frozenset[str],
+    partitions: Sequence[str],
+    writer: TimelineWriter,
+    time_generator: InstantTimeGenerator | None,
+) -> list[str]:
+    """Catch the built ``partitions`` up with the writes that completed after the build read the table
+    (``seen``: those it read), in a deltacommit of its own; returns their times.
+
+    Writes that completed meanwhile wrote the partitions being built themselves (under their own, later,
+    instant times: they count after the built records), unless they wrote no metadata-table deltacommit:
+    only those are caught up, as Hudi's AbstractIndexingCatchupTask does. Catching up the others again, at a
+    time after all of them, would put an insert back after a later write deleted it (found by the chaos
+    campaign: deleted keys left in the record index)."""
+    mdt = open_metadata_table(storage, table.config)
+    assert mdt is not None
+    written = {i.time for i in mdt.timeline.completed()}
+    missed = [i for i in table.timeline.completed_writes() if i.time not in seen and i.time not in written]
+    caught: list[str] = []
+    scoped = table.config.updated(
+        {METADATA_PARTITIONS: ",".join(partitions), METADATA_PARTITIONS_INFLIGHT: ""}
+    )
+    records: dict[str, list[MetadataRecord]] = {}
+    deleted: dict[str, list[str]] = {}
+    for write in missed:
+        md = table.commit_metadata(write)
+        live = [s for s in md.write_stats if s.path and storage.exists(s.path)]
+        update = update_for_write(storage, scoped, write.time, live)
+        for p, r in update.records.items():
+            records.setdefault(p, []).extend(r)
+        for p, k in update.deleted_keys.items():
+            deleted.setdefault(p, []).extend(k)
+        caught.append(write.time)
+    if caught:
+        catch_up_time = writer.next_instant_time()
+        mdt = open_metadata_table(storage, table.config)
+        assert mdt is not None
+        MetadataWriter(mdt, lock, time_generator=time_generator).write_deltacommit(
+            MetadataUpdate(catch_up_time, records=records, deleted_keys=deleted)
+        )
+    return caught
 
 
 def run_indexing(
@@ -645,15 +708,15 @@ def drop_index(storage: Storage, lock: LockProvider, index_types: Sequence[str])
                 dropped.append(MetadataPartition.FILES)
             return dropped
         config = TableConfig.load(storage)
-        built = _partitions_prop(config, METADATA_PARTITIONS)
-        inflight = _partitions_prop(config, METADATA_PARTITIONS_INFLIGHT)
+        built = listed(config, METADATA_PARTITIONS)
+        inflight = listed(config, METADATA_PARTITIONS_INFLIGHT)
         mdt_storage = storage.child(METADATA_TABLE_PATH)
         for partition in index_types:
             if partition in built or partition in inflight or mdt_storage.exists(partition):
                 dropped.append(partition)
         if not dropped:
             return dropped
-        _store_partitions(
+        store_partition_lists(
             storage, [p for p in built if p not in dropped], [p for p in inflight if p not in dropped]
         )
         # A pending indexing that builds only dropped partitions goes too (Hudi's dropindex does so).

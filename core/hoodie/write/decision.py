@@ -47,6 +47,7 @@ from typing import Literal
 from hoodie.config import TableConfig
 from hoodie.errors import CommitConflict, FileAlreadyExists, LostRace, StorageError
 from hoodie.lock import LockProvider, held
+from hoodie.metadata.partition_lists import mark_built
 from hoodie.metadata.updates import update_for_clean_metadata, update_for_rewrite, update_for_write
 from hoodie.metadata.writer import (
     MetadataUpdate,
@@ -61,6 +62,7 @@ from hoodie.timeline.metadata import (
     CommitMetadata,
     decode_clean_metadata,
     decode_commit_metadata,
+    decode_index_commit_metadata,
     encode_commit_metadata,
 )
 from hoodie.write.partition_delete import replaced_keys, update_for_partition_delete
@@ -74,17 +76,20 @@ Verdict = Literal["complete", "void"]
 
 #: The metadata-table updates a decided commit makes, by name (a roll forward rebuilds them from the commit's
 #: completed metadata): a compaction's new base files, a clustering's (records move: the record index
-#: follows), a log compaction's new log files, a clean's deleted files.
-MetadataStep = Literal["", "rewrite", "rewrite_moving_records", "log_files", "clean", "ttl"]
-_STEPS = ("", "rewrite", "rewrite_moving_records", "log_files", "clean", "ttl")
+#: follows), a log compaction's new log files, a clean's deleted files, a partition TTL's dropped file
+#: groups. ``indexing``: the records an indexing built, which nothing but an indexing run can make again
+#: (it rolls its own instant's decision forward with the records it built, :mod:`hoodie.indexing.execute`);
+#: any other roll forward publishes such a decision only once its deltacommit is completed.
+MetadataStep = Literal["", "rewrite", "rewrite_moving_records", "log_files", "clean", "ttl", "indexing"]
+_STEPS = ("", "rewrite", "rewrite_moving_records", "log_files", "clean", "ttl", "indexing")
 
 
 def metadata_update_of(
     storage: Storage, step: MetadataStep, instant_time: str, content: bytes, action: str
 ) -> Callable[[TableConfig], MetadataUpdate] | None:
     """The metadata-table update ``step`` names for the commit whose completed file holds ``content`` (None
-    for none)."""
-    if not step:
+    for none, and for an indexing's built records, which cannot be made from its commit)."""
+    if not step or step == "indexing":
         return None
 
     def build(config: TableConfig) -> MetadataUpdate:
@@ -104,6 +109,11 @@ def metadata_update_of(
         )
 
     return build
+
+
+#: The attempt number a rollback's completion is decided under (:func:`decide_shared`): real attempts are
+#: numbered from 1 (:data:`hoodie.write.attempt.ATTEMPT_NUMBERS`).
+SHARED_ATTEMPT = 0
 
 
 def decision_path(instant_time: str, attempt: int) -> str:
@@ -245,6 +255,19 @@ def decide_complete(
     return standing
 
 
+def decide_shared(
+    storage: Storage, instant_time: str, completed_file: str, content: bytes, *, action: str = ""
+) -> Decision:
+    """Decide to complete an instant that any run may finish, doing the same work (a rollback: whoever finds
+    it pending deletes its planned files), with the timeline file ``completed_file`` holding ``content``.
+    Every finisher decides under :data:`SHARED_ATTEMPT`, so the first decision stands; returns it (this one
+    or an earlier run's), to publish. Nothing is voided. :class:`LostRace` when a decision stood and was
+    deleted meanwhile (its run published it). The caller re-reads the timeline before publishing its own
+    decision: one that lands after another run's decision was published and forgotten must not be."""
+    ours = Decision(instant_time, SHARED_ATTEMPT, "complete", None, completed_file, content, action)
+    return _create(storage, ours)
+
+
 def void_attempts(
     storage: Storage, instant_time: str, attempts: Iterable[int], by: int | None
 ) -> Decision | None:
@@ -371,6 +394,8 @@ def roll_forward(storage: Storage, lock: LockProvider, decision: Decision) -> bo
             late = written_since(table, decision)
             if late is not None:
                 return _publish_empty(storage, lock, table, decision, late)
+        if decision.metadata_step == "indexing":
+            return _publish_indexing(storage, decision)
         build = metadata_update_of(
             storage, decision.metadata_step, decision.instant_time, decision.content, decision.action
         )
@@ -391,20 +416,43 @@ def roll_forward(storage: Storage, lock: LockProvider, decision: Decision) -> bo
     return wrote
 
 
+def _publish_indexing(storage: Storage, decision: Decision) -> bool:
+    """Roll a decided indexing forward outside an indexing run (the caller holds the lock): only once the
+    metadata table's deltacommit of its built records is completed (the decider wrote it; they cannot be made
+    again here), then its completed file, and its partitions move to the built list. Otherwise
+    :class:`CommitConflict`: the instant stays pending for the next indexing run, which completes it."""
+    T = decision.instant_time
+    mdt = open_metadata_table(storage, TableConfig.load(storage))
+    if mdt is None or not mdt.timeline.is_completed(T):
+        raise CommitConflict(
+            f"{decision.describe()}, and its built records are not in the metadata table: only an indexing "
+            "run can write them; left pending for it"
+        )
+    wrote = publish(storage, decision)
+    infos = decode_index_commit_metadata(decision.content).index_partition_infos
+    mark_built(storage, [i.metadata_partition_path or "" for i in infos])
+    logger.warning("rolled %s forward on %s", decision.describe(), storage.uri)
+    return wrote
+
+
 def forget_decision(storage: Storage, instant_time: str, attempt: int) -> None:
     """Delete ``attempt``'s ``complete`` decision once its completed file is on the timeline (module doc);
     a store failure leaves it for later (publishing it again changes nothing)."""
     try:
         storage.delete(decision_path(instant_time, attempt))
+    except FileNotFoundError:
+        pass  # another run that published it forgot it
     except StorageError as e:
         logger.warning("the completion decision of %s (attempt %d) stays: %s", instant_time, attempt, e)
 
 
 __all__ = [
     "DECISIONS_FOLDER",
+    "SHARED_ATTEMPT",
     "Decision",
     "MetadataStep",
     "decide_complete",
+    "decide_shared",
     "decision_path",
     "forget_decision",
     "metadata_update_of",

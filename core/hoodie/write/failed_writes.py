@@ -54,7 +54,7 @@ from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.heartbeat import HeartbeatConfig, heartbeat_path, last_heartbeat_ms
 from hoodie.write.markers import Markers
 from hoodie.write.orphaned_rollback import finish_orphaned_rollback, orphaned_rollbacks
-from hoodie.write.rollback import pending_rollback_of
+from hoodie.write.rollback import complete_rollback, pending_rollback_of
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +212,14 @@ def rollback_failed_write(
     with held(lock):
         forget_metadata_instant(storage, lock, instant.time)  # before the data instant goes
         writer.delete_pending(current)
-        done = writer.complete(rollback, encode_rollback_metadata(metadata, table_version=version))
+        done = complete_rollback(
+            storage, writer, rollback, encode_rollback_metadata(metadata, table_version=version)
+        )
+    if done is None:
+        logger.info(
+            "rollback %s of %s on %s was completed by another run", rollback.time, instant.time, storage.uri
+        )
+        return None
     Markers(storage, instant.time).delete_all()
     storage.delete(heartbeat_path(instant.time))
     logger.warning(

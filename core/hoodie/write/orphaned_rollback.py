@@ -44,7 +44,7 @@ from hoodie.timeline.metadata import (
 )
 from hoodie.timeline.timeline import Timeline
 from hoodie.timeline.writer import TimelineWriter
-from hoodie.write.rollback import pending_rollback_plans, planned_paths
+from hoodie.write.rollback import complete_rollback, pending_rollback_plans, planned_paths
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +128,11 @@ def finish_orphaned_rollback(storage: Storage, lock: LockProvider, rollback_time
         pending = orphan.rollback
         inflight = pending if pending.state is State.INFLIGHT else writer.start(pending)
         version = table.config.table_version
-        writer.complete(inflight, encode_rollback_metadata(metadata, table_version=version))
+        done = complete_rollback(
+            storage, writer, inflight, encode_rollback_metadata(metadata, table_version=version)
+        )
+    if done is None:
+        return f"rollback {rollback_time} of {orphan.target} was finished by another run meanwhile"
     logger.warning(
         "finished rollback %s of %s on %s, left pending after its instant was removed: %d file(s) deleted",
         rollback_time,

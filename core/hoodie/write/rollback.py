@@ -21,6 +21,14 @@ The caller must know that nobody runs the instant any more (it holds the instant
 :mod:`hoodie.write.heartbeat`): rolling back a live attempt would delete files it is about to commit. The
 rollback checks that right (``fence``) and the instant's state again under the table lock, right before it
 deletes anything (:func:`rollback_unfinished`).
+
+**One completion, however many finishers** (:func:`complete_rollback`): a pending rollback is finished by
+whoever finds it (a takeover of its instant, the orphaned-rollback finisher, a failed write's rollback), each
+deleting the same planned files. A finisher paused at its completing PUT past its lock could land it after
+another one completed the rollback: on a v8+ timeline (the completion time in the name) a second completed
+file. So each finisher first creates the one shared decision of the rollback
+(:func:`~hoodie.write.decision.decide_shared`) and publishes whichever decision stands; the finisher whose
+publish wrote the file does what follows (reverting or removing the rolled-back instant), the others stop.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from hoodie.errors import HoodieError, LostRace, PathOutsideTable
+from hoodie.failpoints import failpoint
 from hoodie.file_group.base_file import BaseFile
 from hoodie.lock import LockProvider, held
 from hoodie.log.block import BlockType, iter_blocks
@@ -56,7 +65,14 @@ from hoodie.timeline.metadata.paths import file_name_in_partition
 from hoodie.timeline.timeline import Timeline
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.attempt import AttemptFence, attempt_of_file
-from hoodie.write.decision import roll_forward, void_attempts
+from hoodie.write.decision import (
+    SHARED_ATTEMPT,
+    decide_shared,
+    forget_decision,
+    publish,
+    roll_forward,
+    void_attempts,
+)
 from hoodie.write.markers import IOType, Markers
 
 logger = logging.getLogger(__name__)
@@ -288,7 +304,14 @@ def rollback_unfinished(
             },
             instants_rollback=(InstantInfo(instant.time, instant.action),),
         )
-        done = writer.complete(inflight, encode_rollback_metadata(metadata, table_version=version))
+        done = complete_rollback(
+            storage, writer, inflight, encode_rollback_metadata(metadata, table_version=version)
+        )
+        if done is None:
+            raise LostRace(
+                f"lost the race: rollback {rollback_time} of {instant.time} was completed by another run "
+                "meanwhile, which also reverts the instant"
+            )
         current = table.timeline.get(instant.time) or instant
         if remove:
             writer.delete_pending(current)
@@ -305,6 +328,30 @@ def rollback_unfinished(
         len(files),
     )
     return RollbackResult(done, instant, tuple(files))
+
+
+def complete_rollback(
+    storage: Storage, writer: TimelineWriter, rollback: Instant, content: bytes
+) -> Instant | None:
+    """Complete the inflight ``rollback`` with ``content`` once, however many runs finish it (module doc):
+    decide under the shared attempt, re-read the timeline (a decision landing after another run's was
+    published and forgotten is withdrawn), publish the standing decision. Returns the completed instant
+    when this call's publish wrote its file, ``None`` when another run completed it (that run does what
+    follows)."""
+    completed, path, data = writer.completion_of(rollback, content)
+    try:
+        standing = decide_shared(storage, rollback.time, path, data, action=completed.action)
+    except LostRace:
+        return None
+    failpoint("rollback.decided")
+    if Timeline.load(storage, writer.config).is_completed(rollback.time):
+        if standing.content == data and standing.completed_file == path:
+            forget_decision(storage, rollback.time, SHARED_ATTEMPT)  # ours, too late: withdrawn
+        return None
+    if not publish(storage, standing):
+        return None
+    forget_decision(storage, rollback.time, SHARED_ATTEMPT)
+    return Instant.parse(posixpath.basename(standing.completed_file))
 
 
 def _check_rollbackable(storage: Storage, timeline: Timeline, instant: Instant, remove: bool) -> None:
@@ -332,6 +379,7 @@ def _check_rollbackable(storage: Storage, timeline: Timeline, instant: Instant, 
 
 __all__ = [
     "RollbackResult",
+    "complete_rollback",
     "discard_attempt_files",
     "files_written_by",
     "pending_rollback_of",

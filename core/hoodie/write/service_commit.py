@@ -218,6 +218,35 @@ def complete_rewrite(
     return done, None, strays
 
 
+def decide_completion(
+    storage: Storage,
+    config: TableConfig,
+    lock: LockProvider,
+    writer: TimelineWriter,
+    instant: Instant,
+    content: bytes | TimelineRecord,
+    run: AttemptFence,
+    step: MetadataStep,
+) -> tuple[Instant, Decision]:
+    """Decide that attempt ``run`` completes the inflight ``instant`` with ``content``, its metadata table
+    getting ``step`` (under the table lock, nothing else written): the metadata table's completion time (v8+)
+    taken first, the data timeline's after it, both recorded. Returns the completed instant and the decision
+    to publish; :class:`LostRace` when a takeover voided the attempt."""
+    metadata_completion = metadata_completion_time(storage, config, lock, writer.time_generator)
+    completed, path, data = writer.completion_of(instant, content)
+    decision = decide_complete(
+        storage,
+        instant.time,
+        run.attempt,
+        path,
+        data,
+        action=completed.action,
+        metadata_step=step,
+        metadata_completion=metadata_completion or "",
+    )
+    return completed, decision
+
+
 def complete_decided(
     storage: Storage,
     config: TableConfig,
@@ -240,18 +269,7 @@ def complete_decided(
 
     The metadata table's completion time (v8+) is taken first, the data timeline's after it: the deltacommit
     completes before the instant it records, as Hudi's do."""
-    metadata_completion = metadata_completion_time(storage, config, lock, writer.time_generator)
-    completed, path, data = writer.completion_of(instant, content)
-    decision = decide_complete(
-        storage,
-        instant.time,
-        run.attempt,
-        path,
-        data,
-        action=completed.action,
-        metadata_step=step,
-        metadata_completion=metadata_completion or "",
-    )
+    completed, decision = decide_completion(storage, config, lock, writer, instant, content, run, step)
     failpoint(f"{service}.decided")
     _write_decided_metadata(storage, config, lock, build, service, writer.time_generator, decision)
     failpoint(f"{service}.after_metadata_commit")
@@ -347,6 +365,7 @@ __all__ = [
     "check_still_inflight",
     "complete_decided",
     "complete_rewrite",
+    "decide_completion",
     "discard_own_files",
     "held_to_complete",
     "left_for_later",

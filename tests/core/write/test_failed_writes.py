@@ -21,6 +21,9 @@ from hoodie.testing.generate import GenerateSpec, TripGenerator, generate_table
 from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import ROLLBACK, State
 from hoodie.timeline.metadata import decode_rollback_metadata, decode_rollback_plan
+from hoodie.timeline.writer import TimelineWriter
+from hoodie.write import rollback as rollback_module
+from hoodie.write.decision import Decision
 from hoodie.write.failed_writes import failed_writes, rollback_failed_write, rollback_failed_writes
 from hoodie.write.heartbeat import Heartbeat, HeartbeatConfig, heartbeat_path
 from support.clean_checks import capture_reads
@@ -176,13 +179,12 @@ def test_a_v6_log_file_with_committed_blocks_gets_a_rollback_block(
 def test_a_rollback_that_died_half_way_is_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root, storage, lock = _table(tmp_path, 8)
     W = _fail_a_write(root, monkeypatch)
-    from hoodie.timeline import writer as timeline_writer
 
     def crash(*_: object) -> None:
         raise OSError("power cut")
 
     with monkeypatch.context() as m:
-        m.setattr(timeline_writer.TimelineWriter, "delete_pending", crash)
+        m.setattr(TimelineWriter, "delete_pending", crash)
         with pytest.raises(OSError, match="power cut"):
             rollback_failed_writes(storage, lock)
     table = Table.open(str(root))
@@ -201,17 +203,12 @@ def test_a_rollback_stopped_after_its_write_was_removed_is_finished(
     pending rollback whose write is gone; the next LAZY pass completes it instead of leaving it for ever."""
     root, storage, lock = _table(tmp_path, 9)
     W = _fail_a_write(root, monkeypatch)
-    from hoodie.timeline import writer as timeline_writer
 
-    complete = timeline_writer.TimelineWriter.complete
-
-    def full_disk(self: timeline_writer.TimelineWriter, instant: object, content: object = b"") -> object:
-        if getattr(instant, "action", None) == ROLLBACK:
-            raise OSError(28, "No space left on device")
-        return complete(self, instant, content)  # type: ignore[arg-type]
+    def full_disk(storage: Storage, decision: Decision) -> bool:
+        raise OSError(28, "No space left on device")  # the rollback's completed file, decided
 
     with monkeypatch.context() as m:
-        m.setattr(timeline_writer.TimelineWriter, "complete", full_disk)
+        m.setattr(rollback_module, "publish", full_disk)
         with pytest.raises(OSError, match="No space left"):
             rollback_failed_writes(storage, lock)
     table = Table.open(str(root))

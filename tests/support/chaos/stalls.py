@@ -47,10 +47,14 @@ logger = logging.getLogger(__name__)
 LOCAL_POINTS: Mapping[str, tuple[str, ...]] = {
     # After the completion's decision (the write a stale holder must lose) or after the metadata table's
     # deltacommit, before the completed file.
-    "commit": tuple(
-        f"{s}.{point}"
-        for s in ("compaction", "logcompaction", "clustering", "clean")
-        for point in ("decided", "after_metadata_commit")
+    "commit": (
+        *(
+            f"{s}.{point}"
+            for s in ("compaction", "logcompaction", "clustering", "clean")
+            for point in ("decided", "after_metadata_commit")
+        ),
+        "indexing.decided",
+        "rollback.decided",
     ),
     # The metadata table's deltacommit, its log files written, before its completed file.
     "metadata": ("metadata.before_completed_file",),

@@ -1,0 +1,61 @@
+"""An indexing taken over from a stalled run completes once (issue 33): the first executor's store holds
+every request of its process from a chosen write on (:mod:`support.stall`), past its heartbeat and table
+lock; a second executor takes the instant over; then the first wakes. Judged: one completed file of the
+instant on the data timeline and in the metadata table, the built partitions listed as built and none left
+inflight, the metadata table agreeing with the files, and hudi-rs reading the same rows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hoodie.config import METADATA_PARTITIONS_INFLIGHT
+from hoodie.indexing.execute import schedule_indexing
+from hoodie.indexing.service import INDEXING
+from hoodie.lock import FileSystemLock
+from hoodie.storage import Storage
+from hoodie.table import Table
+from support.metadata_checks import check_metadata_table, generate_small_table
+from support.service_checks import judge, read_all
+from support.stalled_takeover import (
+    assert_the_right_run_won,
+    completed_files,
+    stalled_then_taken_over,
+    trigger,
+)
+
+WANTED = ["record_index", "column_stats"]
+
+
+@pytest.mark.parametrize("version", [6, 8, 9])
+@pytest.mark.parametrize("stall_at", ["completed-file", "metadata-completed", "decision"])
+def test_a_stalled_indexing_and_a_takeover_complete_it_once(
+    tmp_path: Path, version: int, stall_at: str
+) -> None:
+    """``completed-file``: the first run decided, wrote the metadata table and its PUT of the completed file
+    is held; the takeover's void finds the decision and completes it with the records it built itself.
+    ``metadata-completed``: the PUT of the first run's deltacommit completed file is held; the takeover
+    writes the deltacommit at the completion time the decision recorded, so the held PUT collides.
+    ``decision``: the takeover voids the first attempt and completes; the woken run's decision fails.
+    (Before indexing decided its completion, the first case left two completed ``indexing`` files on v8+.)"""
+    root = tmp_path / "t"
+    generate_small_table(root, version, 2)
+    storage = Storage.for_uri(str(root))
+    scheduled = schedule_indexing(storage, FileSystemLock(storage), WANTED)
+    assert scheduled.instant is not None, scheduled.reason
+    T = scheduled.instant.time
+    before = read_all(root, [])
+
+    first, second = stalled_then_taken_over(root, T, trigger(stall_at, T, "indexing"), INDEXING)
+
+    assert_the_right_run_won("decision" if stall_at == "decision" else "completed-file", first, second)
+    assert len(completed_files(root, T, ".indexing")) == 1, completed_files(root, T, ".indexing")
+    mdt = root / ".hoodie" / "metadata"
+    assert len(completed_files(mdt, T, ".deltacommit")) == 1, completed_files(mdt, T, ".deltacommit")
+    config = Table.open(str(root)).config
+    assert set(WANTED) <= set(config.metadata_partitions)
+    assert config.props.get(METADATA_PARTITIONS_INFLIGHT, "") == ""
+    check_metadata_table(root, f"an indexing taken over from a run stalled at its {stall_at}")
+    judge(root, before, "indexing", f"a takeover of an indexing stalled at its {stall_at}")
