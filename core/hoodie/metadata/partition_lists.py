@@ -32,11 +32,14 @@ def store_partition_lists(storage: Storage, built: Sequence[str], inflight: Sequ
 
 def mark_built(storage: Storage, partitions: Iterable[str]) -> TableConfig:
     """Move ``partitions`` from the list being built to the built one (under the table lock; a second call
-    changes nothing)."""
-    done = set(partitions)
+    changes nothing). A partition in neither list was dropped meanwhile (``--mode dropindex``): it stays
+    dropped, so a run that wakes late cannot list a partition whose folder is gone."""
     config = TableConfig.load(storage)
-    built = set(listed(config, METADATA_PARTITIONS)) | done
-    still = set(listed(config, METADATA_PARTITIONS_INFLIGHT)) - done
+    built = set(listed(config, METADATA_PARTITIONS))
+    inflight = set(listed(config, METADATA_PARTITIONS_INFLIGHT))
+    done = set(partitions) & (built | inflight)
+    built |= done
+    still = inflight - done
     return store_partition_lists(storage, sorted(built), sorted(still))
 
 
