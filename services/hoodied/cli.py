@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import select
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -841,13 +843,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.ExitStack() as cleanup:  # sessions a command opens (a ZooKeeper lock's)
             args.cleanup = cleanup
             code: int = args.func(args)
+            sys.stdout.flush()  # here, where a reader that left (``| head -1``) is told apart below
         return code
     except HoodieError as e:
         print(f"hoodied: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError as e:
+        if _reader_left():
+            return 0  # the reader of the output had enough (``| head``): not an error of the command
+        print(f"hoodied: error: {e}", file=sys.stderr)  # a connection's, not the output's
+        return 1
     except (OSError, ValueError) as e:
         print(f"hoodied: error: {e}", file=sys.stderr)
         return 1
+
+
+def _reader_left() -> bool:
+    """Whether standard output is a pipe whose reader closed it (the kernel then flags its write end with an
+    error); if so it is pointed at ``/dev/null``, so that flushing it as the interpreter exits raises
+    nothing."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    if not any(events & select.POLLERR for _, events in poller.poll(0)):
+        return False
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return True
 
 
 if __name__ == "__main__":

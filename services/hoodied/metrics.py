@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info, generate_latest
+from prometheus_client.metrics_core import Metric
 
 from hoodie.backlog import Backlog
 from hoodied import package_version
@@ -65,8 +66,8 @@ TABLE_POLL_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5
 #: (``/metrics``): a counter under its ``_total`` sample name (``hoodied_jobs_started_total``), a histogram
 #: under its base name (its samples add ``_bucket``, ``_sum`` and ``_count``), the info metric as
 #: ``hoodied_info`` and the enum as ``hoodied_zookeeper_state`` (one sample per state, labelled with it).
-#: Not listed: the ``<name>_created`` gauges prometheus_client adds for counters and histograms (unless
-#: ``PROMETHEUS_DISABLE_CREATED_SERIES`` is set).
+#: The ``<name>_created`` series prometheus_client adds for counters and histograms are not exported
+#: (:meth:`Metrics.exposition`).
 METRIC_NAMES: Final = frozenset(
     {
         "hoodied_info",
@@ -546,8 +547,24 @@ class Metrics:
             self.table_poll_failures.labels(table).inc()
 
     def exposition(self) -> bytes:
-        """The registry in the Prometheus text format (``prometheus_client.CONTENT_TYPE_LATEST``)."""
-        return generate_latest(self.registry)
+        """The registry in the Prometheus text format (``prometheus_client.CONTENT_TYPE_LATEST``), without the
+        ``<name>_created`` series prometheus_client adds to counters and histograms: a gauge per labelled
+        child that no chart or alert reads, doubling the series a fleet exports (issue 35). Left out here, not
+        by prometheus_client's process-wide switch, so an embedding process keeps its own metrics as they
+        are."""
+        return generate_latest(_WithoutCreated(self.registry))
+
+
+class _WithoutCreated:
+    """A collector yielding ``registry``'s families without their ``_created`` samples."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+            yield family
 
 
 __all__ = [

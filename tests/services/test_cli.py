@@ -155,3 +155,18 @@ def test_savepoint_restore_and_ttl_commands(tmp_path: Path, capsys: pytest.Captu
     conf = ["--conf", "hoodie.partition.ttl.days.retain=30"]
     assert main(["ttl", str(root), "--mode", "schedule-and-execute", *conf]) == 0
     assert "no ttl scheduled" in capsys.readouterr().out
+
+
+def test_output_read_only_in_part_ends_quietly(tmp_path: Path) -> None:
+    """``hoodied fsview PATH | head -1``: the reader leaves before the output ends; that is not an error of
+    the command (issue 35: it printed ``Broken pipe`` and exited 1)."""
+    root = tmp_path / "t"
+    generate_table(str(root), GenerateSpec(table_version=8, rows=200, commits=3, partitions=3))
+    command = [sys.executable, "-m", "hoodied.cli", "fsview", str(root)]
+    assert subprocess.run(command, capture_output=True, check=True).stdout.count(b"\n") > 1
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader is gone before the first line: every write meets a closed pipe
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert err == b""
