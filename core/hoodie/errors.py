@@ -91,7 +91,12 @@ class TableAlreadyExists(HoodieError):
 
 class NothingToDo(HoodieError):
     """A table service was asked to run an instant that is not pending (any more): another runner completed
-    it, or it never was on the timeline. Not a failure: there is nothing left to do."""
+    it, or it never was on the timeline. Not a failure: there is nothing left to do. ``unknown``: the
+    instant named is no instant of the service at all (a mistyped time): the one-off commands refuse it."""
+
+    def __init__(self, message: str, *, unknown: bool = False) -> None:
+        super().__init__(message)
+        self.unknown = unknown
 
 
 class Deferred(HoodieError):

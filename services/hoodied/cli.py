@@ -399,6 +399,9 @@ def _run_pending(
                 )
                 break
             except NothingToDo as e:
+                if e.unknown:  # a time that names no instant of the service: the caller's mistake
+                    print(f"hoodied: error: {e}", file=sys.stderr)
+                    return 2
                 print(str(e))
                 return 0
             except ForeignInstant as e:

@@ -170,3 +170,20 @@ def test_output_read_only_in_part_ends_quietly(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert err == b""
+
+
+@pytest.mark.parametrize(
+    ("command", "service"), [("compact", "compaction"), ("cluster", "clustering"), ("clean", "clean")]
+)
+def test_running_an_instant_that_does_not_exist_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, service: str
+) -> None:
+    """A mistyped ``--instant`` names nothing to run: status 2 and the reason on standard error (issue 35:
+    it printed the reason and exited 0, as for an instant another runner completed meanwhile)."""
+    root = tmp_path / "t"
+    generate_table(str(root), GenerateSpec(table_version=8, rows=100, commits=2, partitions=2))
+    code = main([command, str(root), "--mode", "execute", "--instant", "20990101000000000"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"hoodied: error: {service} 20990101000000000 of ")
+    assert "is not" in err

@@ -238,7 +238,7 @@ def prepare_clean(
         if found is None or found.action != CLEAN or found.state is State.COMPLETED:
             done = found is not None and found.action == CLEAN
             state = "has already completed" if done else "is not pending"
-            raise NothingToClean(f"clean {instant_time} of {storage.uri} {state}")
+            raise NothingToClean(f"clean {instant_time} of {storage.uri} {state}", unknown=not done)
         instant = found
     path = table.timeline.file_of(instant.time, State.REQUESTED)
     data = storage.read(path)

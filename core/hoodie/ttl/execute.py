@@ -253,7 +253,8 @@ def prepare_ttl(
             done = found is not None and found.is_completed and found.action == REPLACE_COMMIT
             raise NothingToExpire(
                 f"partition TTL {instant_time} of {storage.uri} "
-                + ("has already completed" if done else "is not a pending partition TTL on the timeline")
+                + ("has already completed" if done else "is not a pending partition TTL on the timeline"),
+                unknown=not done,
             )
         instant = found
     T = instant.time

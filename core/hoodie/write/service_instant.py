@@ -142,7 +142,7 @@ def pending_instant(
     what: str,
     where: str,
     completed: Callable[[str], bool],
-    nothing: Callable[[str], NothingToDo],
+    nothing: type[NothingToDo],
 ) -> Instant:
     """The pending instant a run starts from: ``instant_time``'s, else the earliest of ``pending``.
 
@@ -160,7 +160,8 @@ def pending_instant(
         done = found is not None and found.state is State.COMPLETED and completed(instant_time)
         raise nothing(
             f"{what} {instant_time} of {where} "
-            + ("has already completed" if done else f"is not a pending {what} on the timeline")
+            + ("has already completed" if done else f"is not a pending {what} on the timeline"),
+            unknown=not done,
         )
     return found
 
