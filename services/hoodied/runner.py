@@ -297,7 +297,18 @@ class Runner:
             return unread
         now = current.timeline.get(T)
         if now is None or now.is_completed:
-            logger.info("%s %s is no longer pending (done by another runner)", item.service, T)
+            last = table.last_results.get(item.service)
+            if last is not None and last.ok and last.instant == T and last.replica == self.config.replica:
+                # Offered again by a poll that read the table before this replica's own job completed it.
+                logger.debug("%s %s of %s: completed here already", item.service, T, table.name)
+            else:
+                logger.info(
+                    "%s %s of %s is no longer pending: %s since the poll that offered it",
+                    item.service,
+                    T,
+                    table.name,
+                    "completed" if now is not None else "completed and archived, or rolled back,",
+                )
             return None
         group = job_group(item.service, T)
         lost = threading.Event()

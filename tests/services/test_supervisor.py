@@ -335,3 +335,32 @@ def test_the_daemon_schedules_and_runs_log_compaction(tmp_path: Path, spark: Any
     assert _value(s, "hoodied_jobs_succeeded_total", table="orders", action="logcompaction") == 1
     assert not table.timeline.pending()
     assert_same_rows(table.read(), before, ["_hoodie_record_key", "_hoodie_partition_path"])
+
+
+def test_an_instant_offered_again_after_this_replica_completed_it_is_not_blamed_on_another_runner(
+    tmp_path: Path, spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 35: a single replica logged "done by another runner" about its own clean, offered again by a poll
+    that read the table before the clean completed. Its own completion is known from its last result."""
+    t = mor_table(tmp_path / "t", 8, seed=29)
+    config = DaemonConfig.parse(
+        textwrap.dedent(
+            f"""
+            metrics: {{port: null}}
+            tables:
+              - {{path: {t.root}, name: orders, schedule: []}}
+            """
+        )
+    )
+    s = _supervisor(config, spark, Clock())
+    s.refresh_tables()
+    (clean,) = [i for i in s.poll() if i.service == "clean"]
+    done = s.run_item(clean)
+    assert done is not None
+    assert done.ok, done
+    caplog.set_level(logging.DEBUG, logger="hoodied.runner")
+    assert s.run_item(clean) is None
+    said = [r for r in caplog.records if r.name == "hoodied.runner" and clean.instant.time in r.getMessage()]
+    assert [r.levelno for r in said] == [logging.DEBUG], [r.getMessage() for r in said]
+    assert "completed here already" in said[0].getMessage()
+    assert not any("another runner" in r.getMessage() for r in caplog.records)
