@@ -241,7 +241,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         name=args.name,
         operation=args.operation,
     )
-    for result in generate_table(args.path, spec):
+    for result in generate_table(args.path, spec, storage_options=_storage_options(args)):
         md = result.metadata
         files = len(md.write_stats)
         rows = sum(s.num_writes or 0 for s in md.write_stats)
@@ -719,18 +719,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_fsview)
 
     p = sub.add_parser("generate", help="create a table of generated trips (deterministic for a seed)")
-    p.add_argument("path")
-    p.add_argument("--table-type", choices=["cow", "mor"], default="mor")
-    p.add_argument("--table-version", type=int, choices=[6, 8, 9], default=8)
+    p.add_argument("path", help="where the new table goes (a folder, or s3://, gs://, abfss:// ...)")
+    p.add_argument(
+        "--table-type", choices=["cow", "mor"], default="mor", help="copy-on-write or merge-on-read (mor)"
+    )
+    p.add_argument(
+        "--table-version", type=int, choices=[6, 8, 9], default=8, help="Hudi table version (default 8)"
+    )
     p.add_argument("--rows", type=int, default=1000, help="rows per commit")
-    p.add_argument("--commits", type=int, default=3)
+    p.add_argument("--commits", type=int, default=3, help="commits written: an insert, then upserts")
     p.add_argument("--update-fraction", type=float, default=0.2, help="of the live records, per later commit")
     p.add_argument(
         "--delete-fraction", type=float, default=0.05, help="of the live records, per later commit"
     )
     p.add_argument("--partitions", type=int, default=4, help="0 for an unpartitioned table")
-    p.add_argument("--log-format", choices=["avro", "parquet"], default="avro")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--log-format", choices=["avro", "parquet"], default="avro", help="data blocks of MOR log files"
+    )
+    p.add_argument("--seed", type=int, default=0, help="same seed, same table (file ids, rows, keys)")
     p.add_argument("--name", default="trips", help="table name")
     p.add_argument(
         "--operation",
@@ -739,6 +745,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="Hudi write operation of the batches; insert and bulk_insert store an updated key once more "
         "(tables that repeat record keys)",
     )
+    _add_storage_option(p)
     p.set_defaults(func=_cmd_generate)
 
     p = sub.add_parser("compact", help="schedule and/or run MOR compaction (as Hudi's HoodieCompactor)")

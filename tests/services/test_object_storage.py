@@ -175,6 +175,28 @@ def test_storage_options_instead_of_the_environment(
     assert Storage.for_uri(uri, dict(o.split("=", 1) for o in options)).exists(LOCK_FILE)
 
 
+def test_generate_writes_to_a_store_named_by_storage_options(
+    s3_server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``hoodied generate`` takes ``--storage-option`` like every other command (issue 35: it had none, so a
+    demo table on a store needed the environment)."""
+    s3_server.bucket("lake")
+    uri = f"s3://lake/{uuid.uuid4().hex[:10]}"
+    for key in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ALLOW_HTTP"):
+        monkeypatch.delenv(key)
+    options = {
+        "endpoint": s3_server.endpoint,
+        "allow_http": "true",
+        "access_key_id": "hoodied-test",
+        "secret_access_key": "hoodied-test-secret",
+    }
+    args = [arg for k, v in options.items() for arg in ("--storage-option", f"{k}={v}")]
+    assert main(["generate", uri, "--rows", "50", "--commits", "2", "--partitions", "1", *args]) == 0
+    table = Table.open(uri, options)
+    assert len(table.timeline.completed_writes()) == 2
+    assert table.read().num_rows > 0
+
+
 def test_a_one_off_fits_its_store_requests_inside_the_instant_lease(
     s3_server: S3Server, tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -134,10 +135,12 @@ def trips_writer(
     partitioned: bool = True,
     hive_style: bool = False,
     config: WriteConfig | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> TableWriter:
     """Create an empty table of :data:`TRIPS_SCHEMA` rows at ``path`` (record key ``uuid``, ordering field
     ``ts``, partitioned by ``city`` unless ``partitioned`` is false) and return its writer, its file ids drawn
-    from ``seed``."""
+    from ``seed``; ``storage_options`` as :meth:`~hoodie.storage.Storage.for_uri` takes them (an object
+    store's endpoint and credentials)."""
     return TableWriter.create(
         path,
         name=name,
@@ -150,10 +153,16 @@ def trips_writer(
         hive_style=hive_style,
         config=config,
         rng=random.Random(seed),
+        storage_options=storage_options,
     )
 
 
-def generate_table(path: str, spec: GenerateSpec, config: WriteConfig | None = None) -> list[CommitResult]:
+def generate_table(
+    path: str,
+    spec: GenerateSpec,
+    config: WriteConfig | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> list[CommitResult]:
     """Create a table at ``path`` and write ``spec.commits`` commits to it; returns what each committed."""
     writer = trips_writer(
         path,
@@ -164,6 +173,7 @@ def generate_table(path: str, spec: GenerateSpec, config: WriteConfig | None = N
         hive_style=spec.hive_style,
         config=config or WriteConfig(log_format=spec.log_format),
         seed=spec.seed,
+        storage_options=storage_options,
     )
     gen = TripGenerator(spec.seed, spec.partitions)
     live_keys = gen.keys(spec.rows)
