@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info, generate_latest
@@ -34,6 +34,9 @@ from hoodied import package_version
 #: committed, only the run's own files deleted; ``overlapping_plan`` = the instant's plan shares file groups
 #: with an older pending plan (or a newer started one) and was refused (given up at once: a requested plan
 #: was deleted, an inflight one waits for a human; :mod:`hoodie.write.plan_overlap`).
+#: Failure kinds whose counters exist at 0 from a table's first poll (:meth:`Metrics.count_from_zero`):
+#: those the alerting rules read, a job that failed for good or whose outcome is unknown or damaged data.
+FAILURES_FROM_ZERO: Final = ("failed", "unknown", "corrupt")
 FAILURE_KINDS: Final = frozenset(
     {
         "failed",
@@ -152,6 +155,7 @@ class Metrics:
         self._urgency_series: dict[str, set[tuple[str, ...]]] = {}
         # The backlog last exported per table, so that an unchanged one is not set again.
         self._backlogs: dict[str, Backlog] = {}
+        self._counted: dict[str, frozenset[str]] = {}  # per table: the actions whose job counters exist
 
         self.info = Info(
             "hoodied", "The hoodied version and the replica this daemon is.", registry=self.registry
@@ -444,9 +448,26 @@ class Metrics:
         else:
             series.pop(table, None)
 
+    def count_from_zero(self, table: str, actions: Iterable[str]) -> None:
+        """Make ``table``'s job counters of each of ``actions`` exist at 0 (started, succeeded, and failed of
+        the kinds :data:`FAILURES_FROM_ZERO`), before any job ran: ``increase()`` over a series that appears
+        at its first failure sees nothing, so an alert on it would miss that failure (issue 35). The other
+        failure kinds appear when they happen (each kind on each table on each action would multiply a
+        fleet's series)."""
+        wanted = frozenset(actions)
+        if self._counted.get(table) == wanted:
+            return
+        for action in wanted - self._counted.get(table, frozenset()):
+            self.jobs_started.labels(table, action)
+            self.jobs_succeeded.labels(table, action)
+            for kind in FAILURES_FROM_ZERO:
+                self.jobs_failed.labels(table, action, kind)
+        self._counted[table] = wanted
+
     def forget_table(self, table: str) -> None:
         """Remove every series of ``table`` (a table no longer watched), leaving other tables' series."""
         self._forget({table}, self._by_table)
+        self._counted.pop(table, None)
 
     def forget_table_state(self, *tables: str) -> None:
         """Remove the gauges of ``tables`` (what each is like now: pending, backlog, interval...), keeping
@@ -568,6 +589,7 @@ class _WithoutCreated:
 
 
 __all__ = [
+    "FAILURES_FROM_ZERO",
     "FAILURE_KINDS",
     "JOB_DURATION_BUCKETS",
     "LOCK_WAIT_BUCKETS",

@@ -8,7 +8,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from hoodie.backlog import Backlog, LastSuccess
-from hoodied.metrics import FAILURE_KINDS, METRIC_NAMES, SAMPLE_NAMES, ZOOKEEPER_STATES, Metrics
+from hoodied.metrics import (
+    FAILURE_KINDS,
+    FAILURES_FROM_ZERO,
+    METRIC_NAMES,
+    SAMPLE_NAMES,
+    ZOOKEEPER_STATES,
+    Metrics,
+)
 from support.metric_samples import touch_everything
 
 
@@ -224,3 +231,30 @@ def test_metric_names_are_the_families_of_a_real_exposition() -> None:
         attribute = name.removeprefix("hoodied_").removesuffix("_total")
         assert hasattr(m, attribute), attribute
         assert any(s == name or s.startswith(name + "_") for s in samples), name
+
+
+def test_job_counters_exist_at_zero_from_a_tables_first_poll() -> None:
+    """Issue 35: ``hoodied_jobs_failed_total`` appeared at the first failure, so ``increase()`` (and the
+    alert on it) missed that failure. The counters an alert reads exist at 0 for each action of a table."""
+    m = Metrics()
+    m.count_from_zero("orders", ["compaction", "clean"])
+    m.count_from_zero("orders", ["compaction", "clean"])  # every poll calls it: nothing changes
+    sample = m.registry.get_sample_value
+    for action in ("compaction", "clean"):
+        labels = {"table": "orders", "action": action}
+        assert sample("hoodied_jobs_started_total", labels) == 0.0
+        assert sample("hoodied_jobs_succeeded_total", labels) == 0.0
+        for kind in FAILURES_FROM_ZERO:
+            assert sample("hoodied_jobs_failed_total", {**labels, "kind": kind}) == 0.0
+    assert (
+        sample("hoodied_jobs_failed_total", {"table": "orders", "action": "clean", "kind": "cancelled"})
+        is None
+    )
+    m.job_finished("orders", "clean", 1.0, ok=False, kind="failed")
+    assert (
+        sample("hoodied_jobs_failed_total", {"table": "orders", "action": "clean", "kind": "failed"}) == 1.0
+    )
+    m.forget_table("orders")
+    assert sample("hoodied_jobs_started_total", {"table": "orders", "action": "clean"}) is None
+    m.count_from_zero("orders", ["clean"])  # watched again: from zero again
+    assert sample("hoodied_jobs_started_total", {"table": "orders", "action": "clean"}) == 0.0

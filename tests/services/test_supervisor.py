@@ -355,6 +355,8 @@ def test_an_instant_offered_again_after_this_replica_completed_it_is_not_blamed_
     s = _supervisor(config, spark, Clock())
     s.refresh_tables()
     (clean,) = [i for i in s.poll() if i.service == "clean"]
+    failed = {"table": "orders", "action": "clean", "kind": "failed"}
+    assert s.metrics.registry.get_sample_value("hoodied_jobs_failed_total", failed) == 0.0  # from the poll on
     done = s.run_item(clean)
     assert done is not None
     assert done.ok, done
