@@ -153,12 +153,15 @@ def test_prometheus_scrapes_the_daemon_and_serves_its_job_metrics(tmp_path: Path
             )
             time.sleep(1.0)
             with contextlib.suppress(OSError):
-                succeeded = api.query('hoodied_jobs_succeeded_total{job="hoodied"}')
+                succeeded = api.query('hoodied_jobs_succeeded_total{job="hoodied"} > 0')
 
         (sample,) = succeeded
         assert sample["metric"]["table"] == "trips"
         assert sample["metric"]["action"] == "compaction"
         assert float(sample["value"][1]) == 1.0
+        # the failures an alert counts exist at 0 before any failure (increase() sees the first one)
+        failed = api.query('hoodied_jobs_failed_total{job="hoodied", table="trips", action="compaction"}')
+        assert {(f["metric"]["kind"], f["value"][1]) for f in failed} >= {("failed", "0")}
         (up,) = api.query('up{job="hoodied"}')
         assert up["value"][1] == "1"
         assert api.query('hoodied_info{job="hoodied", replica="scraped"}')
