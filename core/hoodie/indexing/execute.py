@@ -31,8 +31,9 @@ to ``hoodie.table.metadata.partitions``. Readers use a partition only once it is
 the completion is decided before the metadata table is written (:mod:`hoodie.write.decision`), so a run
 paused past its lease cannot complete the instant (or the deltacommit) a second time after a takeover.
 
-**Drop** (:func:`drop_index`, under the lock): the partition leaves both properties, then its folder goes;
-dropping ``files`` deletes the whole metadata table, as Hudi does.
+**Drop** (:func:`drop_index`, under the lock): the runs of a pending indexing of the partition are voided
+first (one that decided already refuses the drop); the partition leaves both properties, then its folder
+goes; dropping ``files`` deletes the whole metadata table, as Hudi does.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ from hoodie.timeline.timeline import Timeline
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.attempt import AttemptFence
 from hoodie.write.decision import Decision, forget_decision, publish, void_attempts
+from hoodie.write.heartbeat import read_lease
 from hoodie.write.partition_metafile import write_partition_metafile
 from hoodie.write.service_commit import decide_completion, held_to_complete
 
@@ -700,9 +702,17 @@ def pending_indexing_plan(table: Table, instant_time: str | None) -> tuple[Insta
 
 
 def drop_index(storage: Storage, lock: LockProvider, index_types: Sequence[str]) -> list[str]:
-    """Drop metadata-table partitions; ``files`` drops the whole metadata table. Returns what was dropped."""
+    """Drop metadata-table partitions; ``files`` drops the whole metadata table. Returns what was dropped.
+
+    A pending indexing that builds one of them may have a run that already passed its checks and is about
+    to decide its completion (paused past its lease, say): the drop first voids every attempt of it the
+    instant's lease names (:func:`void_attempts`), so none completes after the drop. One that decided first
+    will complete: the drop is refused (:class:`IndexingFailed`), nothing changed, and succeeds once that
+    indexing completed (before, its held completed file could land after the drop deleted the pending
+    instant, leaving a completed ``indexing`` without its requested file)."""
     dropped: list[str] = []
     with held(lock):
+        _void_indexing_runs(storage, index_types)
         if MetadataPartition.FILES in index_types:
             if delete_metadata_table(storage, lock):
                 dropped.append(MetadataPartition.FILES)
@@ -731,6 +741,27 @@ def drop_index(storage: Storage, lock: LockProvider, index_types: Sequence[str])
         _drop_index_definitions(storage, config, dropped)
     logger.info("dropped index(es) %s of %s", ", ".join(dropped), storage.uri)
     return dropped
+
+
+def _void_indexing_runs(storage: Storage, index_types: Sequence[str]) -> None:
+    """Void the attempts of every pending indexing that builds one of ``index_types`` (all of them for
+    ``files``), as named by its lease (the holder and the attempts it took over from); under the lock.
+    :class:`IndexingFailed` when one of them decided to complete first."""
+    table = Table.load(storage)
+    for instant in pending_indexing(table):
+        plan = decode_index_plan(storage.read(table.timeline.file_of(instant.time, State.REQUESTED)))
+        builds = {i.metadata_partition_path or "" for i in plan.index_partition_infos}
+        if MetadataPartition.FILES not in index_types and not builds.intersection(index_types):
+            continue
+        holder = read_lease(storage, instant.time).holder
+        attempts = [int(a) for a in holder.chain() if a.isdigit()] if holder is not None else []
+        decided = void_attempts(storage, instant.time, attempts, None)
+        if decided is not None:
+            raise IndexingFailed(
+                f"cannot drop {', '.join(index_types)} of {storage.uri}: indexing {instant.time} (building "
+                f"{', '.join(sorted(builds))}) decided to complete (attempt {decided.attempt}); drop once it "
+                "completed"
+            )
 
 
 def _drop_index_definitions(storage: Storage, config: TableConfig, partitions: Sequence[str]) -> None:

@@ -111,6 +111,11 @@ class FileSystemLock(AcquireOnEnter):
 
     def acquire(self, timeout: float) -> None:
         if self._token is not None:
+            if not self.is_held:  # a holder that paused past its expiry: not a re-entrant call
+                raise LockLost(
+                    f"{self!r} expired (or was lost) while this object held it: work under it may have "
+                    "raced, so it is not taken again before the block under it ends"
+                )
             raise LockError(f"{self!r} is already held by this object; it is not re-entrant")
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
