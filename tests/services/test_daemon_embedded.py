@@ -91,9 +91,11 @@ def test_one_pass_runs_every_pending_instant_and_keeps_every_read(tmp_path: Path
     assert "done on test-replica" in text, text
 
 
-def test_scheduling_where_configured_then_running_it(tmp_path: Path, spark: Any) -> None:
-    from hoodie.testing.generate import GenerateSpec, generate_table
-
+def test_scheduling_where_configured_then_running_it(
+    tmp_path: Path, spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Also: each event is logged once, by the daemon (the format library logs its own lines of the same
+    events at DEBUG; both at INFO doubled every scheduled and completed instant)."""
     root = tmp_path / "trips"
     generate_table(str(root), GenerateSpec(table_version=9, rows=200, commits=3, partitions=2, seed=4))
     before = snapshot(root)
@@ -108,11 +110,16 @@ def test_scheduling_where_configured_then_running_it(tmp_path: Path, spark: Any)
         """,
     )
     daemon = Daemon(config, spark=spark)
+    caplog.set_level(logging.INFO)
     assert daemon.run(once=True, handle_signals=False) == 0
     table = Table.open(str(root))
     compactions = [i for i in table.timeline if table.timeline.was_compaction(i.time)]
     assert len(compactions) == 1, list(table.timeline)
     assert compactions[0].is_completed
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    T = compactions[0].time
+    assert len([m for m in said if m.startswith(f"scheduled compaction {T}")]) == 1, said
+    assert len([m for m in said if f"compaction {T}" in m and "complete" in m]) == 1, said
     assert _sample(daemon, "hoodied_instants_scheduled_total", table="trips", action="compaction") == 1
     assert_same_snapshot(before, snapshot(root), "scheduled compaction")
 

@@ -202,7 +202,7 @@ def _carry_out(
             storage, table.config, batch_size=archival.timeline_compaction_batch
         )
     left = len(timeline) - len({i.time for i in plan.instants})
-    logger.info(
+    logger.debug(
         "archived %d instant(s) of %s (%s): %d timeline file(s) moved to %s; %d instant(s) stay active",
         len(plan.instants),
         storage.uri,

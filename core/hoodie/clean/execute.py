@@ -470,7 +470,7 @@ def commit_clean(
         forget_decision(storage, instant.time, run.attempt)
     maintain_metadata_table(storage, lock, time_generator=time_generator)
     deleted_bytes = sum(r.size for r in results if r.status == DELETED)
-    logger.info(
+    logger.debug(
         "completed clean %s on %s: %d file(s) gone, %d byte(s) freed now, %d failed",
         instant.time,
         storage.uri,

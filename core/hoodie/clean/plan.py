@@ -462,12 +462,12 @@ def schedule_clean(
         table = Table.load(storage)  # the view at the instant time, under the lock
         result = decide(table)
         if isinstance(result, CleanScheduleResult):
-            logger.info("clean of %s not scheduled: %s", storage.uri, result.reason)
+            logger.debug("clean of %s not scheduled: %s", storage.uri, result.reason)
             return result
         assert result.plan is not None
         content = encode_cleaner_plan(result.plan, table_version=table.config.table_version)
         instant = TimelineWriter(storage, table.config, lock).request(CLEAN, instant_time, content)
-    logger.info("scheduled clean %s on %s: %s", instant_time, storage.uri, result.reason)
+    logger.debug("scheduled clean %s on %s: %s", instant_time, storage.uri, result.reason)
     return CleanScheduleResult(instant, result.plan, result.reason, result.bytes_to_delete)
 
 

@@ -622,7 +622,7 @@ def commit_clustering(
         _abort(storage, lock, instant, prepared.plan, conflict, time_generator)
     assert done is not None
     result = ClusteringResult(done, metadata, strays)
-    logger.info(
+    logger.debug(
         "completed clustering %s on %s: %d file group(s) replaced by %d, %d record(s), %d byte(s)",
         T,
         storage.uri,

@@ -365,7 +365,7 @@ def commit_compaction(
     )
     assert done is not None  # no conflict check: a compaction conflicts with no write
     result = CompactionResult(done, metadata, strays)
-    logger.info(
+    logger.debug(
         "completed compaction %s on %s: %d file group(s), %d record(s), %d byte(s)",
         T,
         storage.uri,

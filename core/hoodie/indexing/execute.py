@@ -392,7 +392,7 @@ def schedule_indexing(
         store_partition_lists(storage, sorted(built), sorted(inflight | set(wanted)))
         plan = IndexPlan(tuple(IndexPartitionInfo(p, upto, {}, 1) for p in wanted))
         requested = writer.request(INDEXING, time, plan)
-    logger.info("scheduled indexing %s on %s: %s up to %s", time, storage.uri, ", ".join(wanted), upto)
+    logger.debug("scheduled indexing %s on %s: %s up to %s", time, storage.uri, ", ".join(wanted), upto)
     return ScheduledIndexing(requested, plan, f"builds {', '.join(wanted)}")
 
 
@@ -580,7 +580,7 @@ def complete_indexing(
     if run is not None:
         forget_decision(storage, instant.time, run.attempt)
     count = sum(len(r) for r in built.records.values())
-    logger.info(
+    logger.debug(
         "completed indexing %s on %s: %s, %d record(s), %d write(s) caught up",
         instant.time,
         storage.uri,
@@ -739,7 +739,7 @@ def drop_index(storage: Storage, lock: LockProvider, index_types: Sequence[str])
         for partition in dropped:
             mdt_storage.delete_dir(partition)
         _drop_index_definitions(storage, config, dropped)
-    logger.info("dropped index(es) %s of %s", ", ".join(dropped), storage.uri)
+    logger.debug("dropped index(es) %s of %s", ", ".join(dropped), storage.uri)
     return dropped
 
 

@@ -512,7 +512,7 @@ def commit_log_compaction(
     result = LogCompactionResult(
         done, metadata, tuple(dict.fromkeys(strays + more)), sum(r.records for r in results)
     )
-    logger.info(
+    logger.debug(
         "completed log compaction %s on %s: %d file slice(s), %d log file(s), %d record(s), %d byte(s)",
         T,
         storage.uri,

@@ -426,7 +426,7 @@ def commit_ttl(
     failpoint("ttl.after_commit")
     maintain_metadata_table(storage, lock, time_generator=time_generator)
     result = TTLResult(done, metadata, left_out, removed)
-    logger.info("completed partition TTL %s on %s: %s", T, storage.uri, result.summary())
+    logger.debug("completed partition TTL %s on %s: %s", T, storage.uri, result.summary())
     return result
 
 

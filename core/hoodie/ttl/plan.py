@@ -494,11 +494,11 @@ def schedule_ttl(
             return TTLScheduleResult(None, None, f"partition TTL {pending[0].time} is still pending")
         plan = plan_ttl(table, instant_time, config)
         if not plan.deletes:
-            logger.info("partition TTL of %s not scheduled: %s", storage.uri, plan.reason)
+            logger.debug("partition TTL of %s not scheduled: %s", storage.uri, plan.reason)
             return TTLScheduleResult(None, plan, plan.reason)
         content = requested_metadata(config, table.config.table_version)
         instant = TimelineWriter(storage, table.config, lock).request(REPLACE_COMMIT, instant_time, content)
-    logger.info("scheduled partition TTL %s on %s: %s", instant_time, storage.uri, plan.reason)
+    logger.debug("scheduled partition TTL %s on %s: %s", instant_time, storage.uri, plan.reason)
     return TTLScheduleResult(instant, plan, plan.reason)
 
 

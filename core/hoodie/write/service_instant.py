@@ -81,7 +81,7 @@ def request_planned(
             result = plan(view, instant_time)
             made = result.plan
             if made is None:
-                logger.info("%s of %s not scheduled: %s", what, storage.uri, result.reason)
+                logger.debug("%s of %s not scheduled: %s", what, storage.uri, result.reason)
                 return None, result
             instant = landed = request(view, instant_time, made)
             # The lock may have been a lease that lapsed while we paused before the PUT: another scheduler
@@ -104,7 +104,7 @@ def request_planned(
         withdrawn = _revalidate_again(storage, lock, landed, what)
     if withdrawn is not None:
         return None, Planned(None, withdrawn)
-    logger.info("scheduled %s %s on %s: %s", what, instant_time, storage.uri, result.reason)
+    logger.debug("scheduled %s %s on %s: %s", what, instant_time, storage.uri, result.reason)
     return instant, result
 
 
