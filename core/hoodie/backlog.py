@@ -8,7 +8,9 @@ then kept in a :class:`BacklogCache`), so that a table whose timeline did not ch
 - ``log_bytes_since_compaction``: bytes of the log files those deltacommits wrote (``totalWriteBytes`` of
   their log-file write stats): the log data a snapshot read merges until a compaction rewrites it;
 - ``commits_since_clean``: completed writes (commit, deltacommit, replacecommit) after the last completed
-  clean (all, when none completed);
+  clean's ``lastCompletedCommitTimestamp`` (all, when none completed): the count the clean trigger fires on
+  (Hudi's ``NUM_COMMITS``), so the figure and ``next clean`` agree; a write that completed while the clean
+  was planned counts, though its time is before the clean's;
 - ``small_files``: file groups whose newest base file, written after the last completed clustering, is below
   the clustering's ``hoodie.clustering.plan.strategy.small.file.limit`` (what a clustering would pick up);
 - ``active_timeline_instants``: every instant file group on the active timeline (archival bounds it);
@@ -40,8 +42,10 @@ from hoodie.timeline.instant import (
     LOG_COMPACTION,
     REPLACE_COMMIT,
     Instant,
+    State,
 )
 from hoodie.timeline.instant_time import parse_instant_time
+from hoodie.timeline.metadata import decode_clean_metadata
 from hoodie.timeline.timeline import Timeline
 
 SMALL_FILE_LIMIT = "hoodie.clustering.plan.strategy.small.file.limit"
@@ -67,6 +71,8 @@ class BacklogCache:
     """Per-table memory of what was read for earlier measures (instant time -> figures)."""
 
     writes: dict[str, WriteFigures] = field(default_factory=dict)
+    #: clean instant time -> the ``lastCompletedCommitTimestamp`` its metadata records ("" when none)
+    clean_boundaries: dict[str, str] = field(default_factory=dict)
 
     def forget_except(self, times: set[str]) -> None:
         for t in [t for t in self.writes if t not in times]:
@@ -164,8 +170,7 @@ def measure_backlog(table: Table, settings: Mapping[str, str], cache: BacklogCac
     ]
     log_bytes = sum(figures(i).log_bytes for i in deltas)
 
-    last_clean = next((i.time for i in reversed(completed) if i.action == CLEAN), None)
-    commits_since_clean = sum(1 for i in writes if last_clean is None or i.time > last_clean)
+    commits_since_clean = commits_since_last_clean(table, cache.clean_boundaries)
 
     limit = _int(settings.get(SMALL_FILE_LIMIT), SMALL_FILE_LIMIT_DEFAULT)
     newest: dict[str, int] = {}
@@ -201,6 +206,26 @@ def measure_backlog(table: Table, settings: Mapping[str, str], cache: BacklogCac
         metadata_lag_instants=metadata_lag(table),
         last_success=last,
     )
+
+
+def commits_since_last_clean(table: Table, boundaries: dict[str, str] | None = None) -> int:
+    """Completed writes after the last completed clean's ``lastCompletedCommitTimestamp`` (all, if none):
+    what the clean trigger counts (Hudi's ``NUM_COMMITS``). ``boundaries`` keeps each clean's boundary once
+    read (its completed file is then not read again)."""
+    writes = table.timeline.completed_writes()
+    last = next((i for i in reversed(table.timeline.completed()) if i.action == CLEAN), None)
+    if last is None:
+        return len(writes)
+    boundary = boundaries.get(last.time) if boundaries is not None else None
+    if boundary is None:
+        data = table.storage.read(table.timeline.file_of(last.time, State.COMPLETED))
+        boundary = decode_clean_metadata(data).last_completed_commit_timestamp or "" if data else ""
+        if boundaries is not None:
+            boundaries.clear()  # only the last clean's is needed again
+            boundaries[last.time] = boundary
+    if not boundary:
+        return len(writes)
+    return sum(1 for w in writes if w.time > boundary)
 
 
 def metadata_lag(table: Table) -> int:

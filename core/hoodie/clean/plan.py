@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
+from hoodie.backlog import commits_since_last_clean
 from hoodie.errors import InvalidWriteConfig
 from hoodie.file_group.base_file import BaseFile
 from hoodie.file_group.file_group import FileGroup, FileGroupId, FileSlice
@@ -65,7 +66,6 @@ from hoodie.timeline.metadata import (
     ActionInstant,
     CleanerPlan,
     CleanFileInfo,
-    decode_clean_metadata,
     decode_compaction_plan,
     decode_savepoint_metadata,
     encode_cleaner_plan,
@@ -189,20 +189,6 @@ class CleanScheduleResult:
 
 
 # -- trigger -----------------------------------------------------------------------------------------------
-
-
-def commits_since_last_clean(table: Table) -> int:
-    """Completed writes after the last completed clean's ``lastCompletedCommitTimestamp`` (all, if none)."""
-    writes = table.timeline.completed_writes()
-    cleans = [i for i in table.timeline.completed() if i.action == CLEAN]
-    if not cleans:
-        return len(writes)
-    last = cleans[-1]
-    data = table.storage.read(table.timeline.file_of(last.time, State.COMPLETED))
-    if not data:
-        return len(writes)
-    boundary = decode_clean_metadata(data).last_completed_commit_timestamp
-    return sum(1 for w in writes if w.time > boundary)
 
 
 def clean_due(table: Table, config: CleanConfig) -> tuple[bool, str]:
