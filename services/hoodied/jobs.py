@@ -60,6 +60,7 @@ from hoodie.table_service import Done, Fence, ServiceJob, TableService
 from hoodie.timeline.instant import Instant, State
 from hoodie.write.attempt import Attempt, AttemptFence
 from hoodie.write.heartbeat import HeartbeatConfig, InstantLease
+from hoodie.write.late_files import LateFiles
 from hoodie.write.rollback import discard_attempt_files, rollback_unfinished
 from hoodied.errors import (
     CORRUPT_DATA_ERRORS,
@@ -98,6 +99,9 @@ class JobRun:
     on_executors: bool  # the tasks ran as a Spark job (not on the driver's threads)
     rolled_back_files: int  # files of an abandoned earlier attempt rolled back first
     size: JobSize
+    #: Where the attempts this run took the instant over from may still land files (their held requests),
+    #: to sweep later (:mod:`hoodie.write.late_files`); None when it took nothing over.
+    late_files: LateFiles | None = None
 
 
 def run_service_job(
@@ -185,11 +189,13 @@ def run_service_job(
                 discard_attempt_files(storage, T, job.rollback_groups, attempt.number)
             raise
         forget_start(storage, job.service, done.instant.time)
+        superseded = lease.superseded if lease is not None else frozenset()
+        late = LateFiles(T, job.rollback_groups, superseded) if superseded and job.rollback_groups else None
     finally:
         if lease is not None:
             lease.release()
     seconds = time.monotonic() - started
-    return JobRun(done, seconds, len(job.tasks), on_executors, job.rolled_back_files, size)
+    return JobRun(done, seconds, len(job.tasks), on_executors, job.rolled_back_files, size, late)
 
 
 def _prepare(

@@ -100,6 +100,7 @@ METRIC_NAMES: Final = frozenset(
         "hoodied_table_poll_failures_total",
         "hoodied_table_poll_overruns_total",
         "hoodied_orphaned_rollbacks_total",
+        "hoodied_late_files_deleted_total",
         "hoodied_table_poll_interval_seconds",
         "hoodied_storage_requests_total",
         "hoodied_active_timeline_instants",
@@ -286,6 +287,12 @@ class Metrics:
             "hoodied_orphaned_rollbacks_total",
             "Pending rollbacks whose instant was gone, finished (or withdrawn when stale) by this replica "
             "(hoodie.write.orphaned_rollback).",
+            ("table",),
+        )
+        self.late_files_deleted = self._counter(
+            "hoodied_late_files_deleted_total",
+            "Files that attempts voided by a takeover landed after the instant completed (held requests), "
+            "deleted by this replica's sweeps (hoodie.write.late_files).",
             ("table",),
         )
         self.table_poll_interval_seconds = self._gauge(

@@ -70,6 +70,7 @@ from hoodie.table import Table
 from hoodie.timeline.instant import RESTORE, ROLLBACK, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator, parse_instant_time
 from hoodie.timeline.timeline import Timeline
+from hoodie.write.late_files import LATE_REQUEST_HORIZON_SECONDS
 from hoodie.write.orphaned_rollback import finish_orphaned_rollback, orphaned_rollbacks
 from hoodied.change_events import ChangeEvents
 from hoodied.config import DaemonConfig, DiscoveryRoot, TableSettings
@@ -511,6 +512,7 @@ class Poller:
         self._measure(table)
         self._check_drained(table)
         self._finish_orphaned_rollbacks(table)
+        self._sweep_late_files(table)
         evaluated = (table.listing, table.control, tuple(table.schedule_reasons.items()))
         if table.evaluated == evaluated:
             return changed  # quiet (the module docstring): what follows would come out as it did
@@ -554,6 +556,37 @@ class Poller:
                 type(e).__name__,
                 e,
             )
+
+    def _sweep_late_files(self, table: WatchedTable) -> None:
+        """Sweep the files that attempts voided by a takeover completed here may land late, a
+        ``takeover_grace`` and :data:`~hoodie.write.late_files.LATE_REQUEST_HORIZON_SECONDS` after this
+        poller first saw the completion (:mod:`hoodie.write.late_files`). A failure is logged and the sweep
+        tried again at the next poll."""
+        now = self._clock()
+        while table.late_files:
+            late = table.late_files.popleft()
+            grace = self.config.jobs.takeover_grace
+            table.late_sweeps += [(now + grace, late), (now + max(grace, LATE_REQUEST_HORIZON_SECONDS), late)]
+        due = [(at, late) for at, late in table.late_sweeps if at <= now]
+        if not due:
+            return
+        for entry in due:
+            late = entry[1]
+            try:
+                deleted = late.sweep(table.storage)
+            except Exception as e:
+                logger.error(
+                    "table %s (%s): cannot sweep the late files of %s: %s: %s",
+                    table.name,
+                    redact_uri(table.uri),
+                    late.instant_time,
+                    type(e).__name__,
+                    e,
+                )
+                continue
+            table.late_sweeps.remove(entry)
+            if deleted:
+                self.metrics.late_files_deleted.labels(table.name).inc(len(deleted))
 
     def _measure(self, table: WatchedTable) -> None:
         """Measure the table's backlog when its timeline changed since the last measure, and export it."""

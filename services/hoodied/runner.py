@@ -398,6 +398,8 @@ class Runner:
             if self.config.spark.fair_pools:
                 spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
         done = run.done
+        if run.late_files is not None:
+            table.late_files.append(run.late_files)  # swept by the poller (hoodie.write.late_files)
         return JobOutcome(
             item.service,
             item.instant.time,

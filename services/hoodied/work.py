@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import deque
 from dataclasses import dataclass, field
 
 from hoodie.backlog import Backlog, BacklogCache
@@ -15,6 +16,7 @@ from hoodie.storage import Storage
 from hoodie.storage.identity import table_identity
 from hoodie.timeline.instant import Instant
 from hoodie.timeline.timeline import Timeline
+from hoodie.write.late_files import LateFiles
 from hoodied.config import TableSettings
 from hoodied.control import TableControl
 from hoodied.coordination import claim_name, table_key
@@ -116,6 +118,11 @@ class WatchedTable:
     #: Pending rollbacks by time, and the poller's monotonic time each was first seen pending (an orphaned
     #: one, whose instant is gone, is finished once seen for takeover_grace: hoodie.write.orphaned_rollback).
     rollbacks_seen: dict[str, float] = field(default_factory=dict)
+    #: Where attempts voided by a takeover that completed here may still land files (the runner appends;
+    #: thread-safe), and the sweeps of them the poller will make, with the monotonic time each is due
+    #: (hoodie.write.late_files).
+    late_files: deque[LateFiles] = field(default_factory=deque)
+    late_sweeps: list[tuple[float, LateFiles]] = field(default_factory=list)
     #: Why an unclaimed inflight instant is left alone (not started by hoodied, owner maybe alive), by time.
     foreign: dict[str, str] = field(default_factory=dict)
     last_results: dict[str, JobOutcome] = field(default_factory=dict)

@@ -24,6 +24,8 @@ from hoodie.timeline.instant import ROLLBACK, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import InstantInfo, RollbackPlan, RollbackRequest, encode_rollback_plan
 from hoodie.timeline.writer import TimelineWriter
+from hoodie.write.decision import void_attempts
+from hoodie.write.late_files import LATE_REQUEST_HORIZON_SECONDS, LateFiles
 from hoodied.change_events import Announcement
 from hoodied.config import DaemonConfig, TableSettings
 from hoodied.control import Command, FileControlStore, apply_command
@@ -695,6 +697,52 @@ def test_a_rollback_left_pending_after_its_instant_was_removed_is_finished_after
         )
         == 1.0
     )
+
+
+def test_files_a_voided_attempt_lands_late_are_swept_after_the_grace_and_at_the_horizon(
+    tmp_path: Path,
+) -> None:
+    """A takeover that completed an instant after voiding an earlier attempt hands the poller where that
+    attempt may still land files (hoodie.write.late_files): they are swept once a takeover_grace after the
+    poller saw it, and again at the horizon after which no held request lands; only files of the voided
+    attempt go, and hoodied_late_files_deleted_total counts them."""
+    (uri,) = _local_fleet(tmp_path, 1)
+    storage = Storage.for_uri(uri)
+    table_view = Table.load(storage)
+    T = table_view.timeline.completed_writes()[-1].time
+    named = table_view.commit_metadata(T).written_file_paths
+    winner = next(p for p in named if p.endswith(".parquet"))
+    folder, name = winner.rsplit("/", 1)
+    file_id, token, rest = name.split("_", 2)
+    voided = 77
+    assert void_attempts(storage, T, [voided], by=None) is None
+    late_name = f"{folder}/{file_id}_{token.split('-')[0]}-{voided}-0_{rest}"
+    not_voided = f"{folder}/{file_id}_{token.split('-')[0]}-78-0_{rest}"  # no void decision: kept
+    for path in (late_name, not_voided):
+        shutil.copy(Path(uri) / winner, Path(uri) / path)
+    clock = Clock()
+    daemon = _daemon(f"{EVERY_POLL}tables: ['{uri}']", tmp_path / "state", clock)
+    supervisor = daemon.supervisor
+    assert supervisor is not None
+    supervisor.poll()
+    (table,) = supervisor.tables()
+    table.late_files.append(LateFiles(T, ((folder, file_id),), frozenset({voided, 78})))
+    supervisor.poll()
+    assert (Path(uri) / late_name).exists()  # within the grace
+    clock.now += supervisor.config.jobs.takeover_grace
+    supervisor.poll()
+    assert not (Path(uri) / late_name).exists()
+    assert (Path(uri) / not_voided).exists()
+    assert all((Path(uri) / p).exists() for p in named)
+    shutil.copy(Path(uri) / winner, Path(uri) / late_name)  # a request held longer lands
+    clock.now += LATE_REQUEST_HORIZON_SECONDS
+    supervisor.poll()
+    assert not (Path(uri) / late_name).exists()
+    assert not table.late_sweeps
+    deleted = supervisor.metrics.registry.get_sample_value(
+        "hoodied_late_files_deleted_total", {"table": table.name}
+    )
+    assert deleted == 2.0
 
 
 def test_a_store_error_told_again_with_another_latency_is_the_same_cause() -> None:

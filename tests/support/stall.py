@@ -49,16 +49,25 @@ class StallingBackend(LocalBackend):
         """Wait until the trigger's write arrived (True) or ``timeout`` passed."""
         return self._stalled.wait(timeout)
 
-    def release(self) -> None:
+    def release(self, *, then_die: bool = False) -> None:
+        """Let the held write through; with ``then_die`` every later request fails as a dead process's
+        would never be sent (the held request still lands, as one already in the network does)."""
+        self._dead = then_die
         self._released.set()
+
+    _dead = False
 
     def _gate(self, key: str, write: bool) -> None:
         if write and self._armed and self._trigger.search(key):
             self._armed = False
             self.held = key
             self._stalled.set()
+            self._released.wait()
+            return  # the held request goes through
         if self._stalled.is_set():
             self._released.wait()
+            if self._dead:
+                raise ConnectionAbortedError(f"the stalled process died before it sent a request for {key}")
 
     def put(self, key: str, data: bytes, *, create: bool) -> str | None:
         self._gate(key, True)

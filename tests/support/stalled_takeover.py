@@ -29,12 +29,13 @@ LOCK_EXPIRY = 3.0
 Outcome = JobRun | BaseException
 
 #: Where the first executor stalls: the PUT of its completed file (``{completed}``: its extension), of its
-#: metadata table's deltacommit (its first file, or its completed file), or of its decision
-#: (:mod:`hoodie.write.decision`).
+#: metadata table's deltacommit (its first file, or its completed file), of a base file it writes, or of its
+#: decision (:mod:`hoodie.write.decision`).
 TRIGGERS = {
     "completed-file": r"/{T}(_\d+)?\.{completed}$",
     "metadata-table": r"metadata/\.hoodie/(timeline/)?{T}\.deltacommit\.requested$",
     "metadata-completed": r"metadata/\.hoodie/(timeline/)?{T}(_\d+)?\.deltacommit$",
+    "base-file": r"_\d+-\d+-\d+_{T}\.parquet$",
     "decision": r"decisions/{T}/\d+\.json$",
 }
 
@@ -89,10 +90,12 @@ def stalled_then_taken_over(
     settings: Mapping[str, str] | None = None,
     *,
     meanwhile: Callable[[], None] | None = None,
+    then_die: bool = False,
 ) -> tuple[Outcome, Outcome]:
     """The first executor stalls at the first request whose path matches ``trigger``; once it is stalled,
     ``meanwhile`` runs (a writer's commit, say), the second executor takes the instant over, then the first
-    is released. Returns (first's outcome, second's)."""
+    is released (``then_die``: its held request lands and it sends no other, as a process killed while its
+    request was held in the network). Returns (first's outcome, second's)."""
     wanted = dict(settings or {})
     stalled, backend = stalling_storage(str(root), trigger)
     first: dict[str, Outcome] = {}
@@ -109,7 +112,7 @@ def stalled_then_taken_over(
     if meanwhile is not None:
         meanwhile()
     second = take_over(root, instant, service, wanted)
-    backend.release()
+    backend.release(then_die=then_die)
     thread.join(120)
     assert not thread.is_alive(), "the woken run did not finish"
     return first["run"], second

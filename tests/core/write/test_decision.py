@@ -212,3 +212,42 @@ def test_a_void_and_a_decision_of_one_attempt_exclude_each_other(tmp_path: Path)
     (tmp_path / decision_path("004", 1)).write_bytes(b"not json")
     with pytest.raises(CommitConflict, match="unreadable"):
         void_attempts(storage, "004", [1], by=2)
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_base_file_landing_after_the_takeover_of_a_dead_run_is_swept(tmp_path: Path, version: int) -> None:
+    """The first run stalls at its decision, past its lease; a takeover voids its attempt, rolls back its
+    base files and completes; the first run's process then dies (it cleans nothing up). A base-file PUT of
+    the first attempt that was held in the network lands after all that (the chaos campaign's seed 766 on
+    S3: a file of the completed compaction that no completion names, the replica killed while the PUT was
+    held). Here that PUT is made by hand: the winner's file under the voided attempt's write token. The
+    takeover's run says where its voided attempts may still land files, and the sweep deletes exactly the
+    late file."""
+    t = mor_table(tmp_path / "t", version, seed=71 + version)
+    T = next(i.time for i in t.pending if i.action == "compaction")
+    before = read_all(t.root, [])
+    first, second = stalled_then_taken_over(
+        t.root, T, trigger("decision", T, "commit"), COMPACTION, then_die=True
+    )
+    assert isinstance(second, JobRun), second
+    assert not isinstance(first, JobRun), first
+    late = second.late_files
+    assert late is not None
+    assert late.instant_time == T
+    (voided,) = late.attempts
+    assert read_decision(Storage.for_uri(str(t.root)), T, voided) is not None
+    table = Table.open(str(t.root))
+    named = table.commit_metadata(T).written_file_paths
+    winner = named[0]
+    folder, name = winner.rsplit("/", 1)
+    file_id, token, rest = name.split("_", 2)
+    task, _, task_attempt = token.split("-")
+    held = f"{folder}/{file_id}_{task}-{voided}-{task_attempt}_{rest}"
+    (t.root / held).write_bytes((t.root / winner).read_bytes())  # the held PUT lands
+
+    assert late.sweep(table.storage) == [held]
+    assert not (t.root / held).exists()
+    assert all((t.root / p).exists() for p in named)
+    assert late.sweep(table.storage) == []  # a second sweep finds nothing
+    assert len(completed_files(t.root, T)) == 1
+    judge(t.root, before, "compaction", "a takeover whose voided attempt's base file landed late")
