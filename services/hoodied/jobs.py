@@ -99,9 +99,6 @@ class JobRun:
     on_executors: bool  # the tasks ran as a Spark job (not on the driver's threads)
     rolled_back_files: int  # files of an abandoned earlier attempt rolled back first
     size: JobSize
-    #: Where the attempts this run took the instant over from may still land files (their held requests),
-    #: to sweep later (:mod:`hoodie.write.late_files`); None when it took nothing over.
-    late_files: LateFiles | None = None
 
 
 def run_service_job(
@@ -118,6 +115,7 @@ def run_service_job(
     replica: str = "hoodied",
     foreign_after: float = NEVER,
     cancelled: Callable[[], str | None] | None = None,
+    late_files: Callable[[LateFiles], None] | None = None,
 ) -> JobRun:
     """Run ``service``'s pending instant at ``instant_time`` (default: the earliest) and commit it.
 
@@ -137,12 +135,25 @@ def run_service_job(
 
     ``cancelled`` says who cancelled the job and why (``by <who> (<reason>)``; None: nobody); it is asked
     when the tasks are done, and a cancelled job is rolled back instead of committed (see the module doc).
+
+    ``late_files`` is told, however the run ends, where the attempts it took the instant over from (voided)
+    may still land files, for the caller to sweep later (:mod:`hoodie.write.late_files`).
     """
     started = time.monotonic()
     settings = settings or {}
     attempt = Attempt.new()
     job, lease, fence = _prepare(
-        service, storage, lock, instant_time, settings, table, replica, foreign_after, fence, attempt
+        service,
+        storage,
+        lock,
+        instant_time,
+        settings,
+        table,
+        replica,
+        foreign_after,
+        fence,
+        attempt,
+        late_files,
     )
     try:
         sizing = sizing or SizingSettings()
@@ -189,13 +200,25 @@ def run_service_job(
                 discard_attempt_files(storage, T, job.rollback_groups, attempt.number)
             raise
         forget_start(storage, job.service, done.instant.time)
-        superseded = lease.superseded if lease is not None else frozenset()
-        late = LateFiles(T, job.rollback_groups, superseded) if superseded and job.rollback_groups else None
     finally:
         if lease is not None:
+            _tell_late_files(late_files, job.instant.time, lease, job.rollback_groups)
             lease.release()
     seconds = time.monotonic() - started
-    return JobRun(done, seconds, len(job.tasks), on_executors, job.rolled_back_files, size, late)
+    return JobRun(done, seconds, len(job.tasks), on_executors, job.rolled_back_files, size)
+
+
+def _tell_late_files(
+    sink: Callable[[LateFiles], None] | None,
+    instant_time: str,
+    lease: InstantLease,
+    groups: Sequence[tuple[str, str | None]] | None,
+) -> None:
+    """Tell ``sink`` where the attempts ``lease`` was taken over from may land files (``groups``: those the
+    job writes), when it was taken over from any."""
+    superseded = lease.superseded
+    if sink is not None and superseded and groups:
+        sink(LateFiles(instant_time, tuple(groups), superseded))
 
 
 def _prepare(
@@ -209,6 +232,7 @@ def _prepare(
     foreign_after: float,
     claim_fence: Fence | None,
     attempt: Attempt,
+    late_files: Callable[[LateFiles], None] | None,
 ) -> tuple[ServiceJob[Any, Any], InstantLease | None, Fence]:
     """The service's prepare step, with the instant's lease taken and its start recorded first (see
     :func:`run_service_job`). Returns the job, the lease this run holds (``None`` when nothing was pending)
@@ -259,6 +283,15 @@ def _prepare(
                 forget_start(storage, service.name, instant.time, attempt.id)
             raise
     except BaseException:
+        # Prepared no job (a conflict removed the instant, say): the earlier attempts may have written in
+        # any partition.
+        if late_files is not None and lease.superseded:
+            try:
+                everywhere = sorted({(g.partition_path, None) for g in view.file_groups()})
+            except Exception as listing_failed:  # the run's own error is the one to raise
+                logger.warning("%s: no sweep of late files planned: %s", where, listing_failed)
+            else:
+                _tell_late_files(late_files, instant.time, lease, everywhere)
         lease.release()
         raise
 

@@ -393,13 +393,12 @@ class Runner:
                 replica=self.config.replica,
                 foreign_after=table.settings.takeover_foreign_after,
                 cancelled=partial(self._cancelled_by_operator, item),
+                late_files=table.late_files.append,  # swept by the poller (hoodie.write.late_files)
             )
         finally:
             if self.config.spark.fair_pools:
                 spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
         done = run.done
-        if run.late_files is not None:
-            table.late_files.append(run.late_files)  # swept by the poller (hoodie.write.late_files)
         return JobOutcome(
             item.service,
             item.instant.time,

@@ -15,6 +15,7 @@ from hoodie.errors import CommitConflict, LostRace
 from hoodie.lock import FileSystemLock
 from hoodie.storage import Storage
 from hoodie.table_service import TableService
+from hoodie.write.late_files import LateFiles
 from hoodied.errors import ForeignInstant
 from hoodied.jobs import JobRun, run_service_job
 from support.stall import stalling_storage
@@ -53,9 +54,15 @@ def completed_files(root: Path, instant: str, suffix: str = ".commit") -> list[s
 
 
 def run_instant(
-    storage: Storage, instant: str, replica: str, service: TableService, settings: Mapping[str, str]
+    storage: Storage,
+    instant: str,
+    replica: str,
+    service: TableService,
+    settings: Mapping[str, str],
+    late_files: list[LateFiles] | None = None,
 ) -> JobRun:
-    """Run ``service``'s ``instant`` as hoodied's job does (its claim, lease and fence), on the driver."""
+    """Run ``service``'s ``instant`` as hoodied's job does (its claim, lease and fence), on the driver;
+    ``late_files`` collects where attempts it took over from may land files."""
     lock = FileSystemLock(storage, expire_seconds=LOCK_EXPIRY, acquire_timeout=120)
     return run_service_job(
         None,
@@ -66,15 +73,22 @@ def run_instant(
         settings={**HEARTBEAT, **settings},
         replica=replica,
         foreign_after=0.0,
+        late_files=late_files.append if late_files is not None else None,
     )
 
 
-def take_over(root: Path, instant: str, service: TableService, settings: Mapping[str, str]) -> Outcome:
+def take_over(
+    root: Path,
+    instant: str,
+    service: TableService,
+    settings: Mapping[str, str],
+    late_files: list[LateFiles] | None = None,
+) -> Outcome:
     """The second executor: retries while the stalled run's lease is fresh, then runs the instant."""
     deadline = time.monotonic() + 60
     while True:
         try:
-            return run_instant(Storage.for_uri(str(root)), instant, "b", service, settings)
+            return run_instant(Storage.for_uri(str(root)), instant, "b", service, settings, late_files)
         except ForeignInstant:
             assert time.monotonic() < deadline, "the stalled run's lease never expired"
             time.sleep(0.3)
@@ -91,11 +105,13 @@ def stalled_then_taken_over(
     *,
     meanwhile: Callable[[], None] | None = None,
     then_die: bool = False,
+    late_files: list[LateFiles] | None = None,
 ) -> tuple[Outcome, Outcome]:
     """The first executor stalls at the first request whose path matches ``trigger``; once it is stalled,
     ``meanwhile`` runs (a writer's commit, say), the second executor takes the instant over, then the first
     is released (``then_die``: its held request lands and it sends no other, as a process killed while its
-    request was held in the network). Returns (first's outcome, second's)."""
+    request was held in the network; ``late_files`` collects the second's
+    :class:`~hoodie.write.late_files.LateFiles`). Returns (first's outcome, second's)."""
     wanted = dict(settings or {})
     stalled, backend = stalling_storage(str(root), trigger)
     first: dict[str, Outcome] = {}
@@ -111,7 +127,7 @@ def stalled_then_taken_over(
     assert backend.stalled(120), f"the first run never reached {trigger}: {first}"
     if meanwhile is not None:
         meanwhile()
-    second = take_over(root, instant, service, wanted)
+    second = take_over(root, instant, service, wanted, late_files)
     backend.release(then_die=then_die)
     thread.join(120)
     assert not thread.is_alive(), "the woken run did not finish"

@@ -35,6 +35,7 @@ from hoodie.write.decision import (
     read_decision,
     void_attempts,
 )
+from hoodie.write.late_files import LateFiles
 from hoodied.jobs import JobRun
 from support.daemon_tables import cow_table, mor_table
 from support.hudi_oracle import HudiOracle, Query
@@ -226,13 +227,13 @@ def test_a_base_file_landing_after_the_takeover_of_a_dead_run_is_swept(tmp_path:
     t = mor_table(tmp_path / "t", version, seed=71 + version)
     T = next(i.time for i in t.pending if i.action == "compaction")
     before = read_all(t.root, [])
+    told: list[LateFiles] = []
     first, second = stalled_then_taken_over(
-        t.root, T, trigger("decision", T, "commit"), COMPACTION, then_die=True
+        t.root, T, trigger("decision", T, "commit"), COMPACTION, then_die=True, late_files=told
     )
     assert isinstance(second, JobRun), second
     assert not isinstance(first, JobRun), first
-    late = second.late_files
-    assert late is not None
+    (late,) = told
     assert late.instant_time == T
     (voided,) = late.attempts
     assert read_decision(Storage.for_uri(str(t.root)), T, voided) is not None
@@ -251,3 +252,50 @@ def test_a_base_file_landing_after_the_takeover_of_a_dead_run_is_swept(tmp_path:
     assert late.sweep(table.storage) == []  # a second sweep finds nothing
     assert len(completed_files(t.root, T)) == 1
     judge(t.root, before, "compaction", "a takeover whose voided attempt's base file landed late")
+
+
+def test_the_late_files_of_a_takeover_that_removed_the_instant_are_swept_too(tmp_path: Path) -> None:
+    """Chaos seed 773. A clustering's first run stalls at its decision; a writer commits into its file
+    groups meanwhile; the takeover voids the first attempt, rolls it back, finds the conflict and removes
+    the clustering. A held base-file PUT of the voided attempt landing after that (made here by hand) names
+    an instant that is gone: nothing references it, and the takeover's run said where to sweep it although
+    it completed nothing."""
+    t = cow_table(tmp_path / "t", 8, seed=89)
+    root = t.root
+    storage = Storage.for_uri(str(root))
+    T = next(i.time for i in t.pending if i.action != "clean")
+    plan = clustering_plan_of(Table.load(storage), T)
+    assert plan is not None
+    partition = plan.slices[0].partition_path
+    live = Table.open(str(root)).read(columns=["uuid", "city", "_hoodie_partition_path"])
+    keys = [
+        (u, c)
+        for u, c, p in zip(*(live.column(n).to_pylist() for n in live.column_names), strict=True)
+        if p == partition
+    ][:5]
+    rows = TripGenerator(993, 2).rows([u for u, _ in keys], [c for _, c in keys])
+
+    def writer_commits() -> None:
+        lock = FileSystemLock(storage, expire_seconds=LOCK_EXPIRY, acquire_timeout=120)
+        TableWriter.open(str(root), lock=lock).upsert(rows)
+
+    told: list[LateFiles] = []
+    first, second = stalled_then_taken_over(
+        root,
+        T,
+        trigger("decision", T, "replacecommit"),
+        CLUSTERING,
+        meanwhile=writer_commits,
+        then_die=True,
+        late_files=told,
+    )
+    assert not isinstance(second, JobRun), second  # the conflict removed the clustering
+    assert not isinstance(first, JobRun), first
+    assert Table.open(str(root)).timeline.get(T) is None
+    (late,) = told
+    (voided,) = late.attempts
+    existing = next(p for p in (root / partition).glob("*.parquet"))
+    held = root / partition / f"{existing.name.split('_', 1)[0]}_0-{voided}-0_{T}.parquet"
+    held.write_bytes(existing.read_bytes())  # the held PUT lands
+    assert late.sweep(storage) == [str(held.relative_to(root))]
+    assert not held.exists()
