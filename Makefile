@@ -5,8 +5,10 @@ PYTHON ?= python3
 VENV ?= .venv
 export PYTHON VENV
 
-# The interpreter hoodied is installed into: $(PYTHON), or $(VENV)/bin/python (see .ci/install).
-PY = $(shell .ci/install --which)
+# The interpreter hoodied is installed into: $(PYTHON), or $(VENV)/bin/python (see .ci/install). Passed to
+# $(shell) by hand: GNU Make before 4.4 does not export variables to it, so `make demo PYTHON=...` installed
+# into that Python and then ran another.
+PY = $(shell PYTHON='$(PYTHON)' VENV='$(VENV)' .ci/install --which)
 # Extra pytest arguments, e.g. PYTEST_ARGS="-k compaction" or PYTEST_ARGS="tests/core/log".
 PYTEST_ARGS ?=
 # pytest-xdist processes the suite runs on, a test file each at a time (1: one process, no xdist). Two halve
