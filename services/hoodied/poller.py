@@ -113,6 +113,12 @@ def _label(uri: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", tail)
 
 
+#: Seconds after a takeover at which its voided attempts' late files are swept: at once (raised to
+#: ``takeover_grace``), after a minute (a request held longer than the grace), and at the horizon after which
+#: S3 and Azure refuse a held request.
+LATE_SWEEPS_AFTER = (0.0, 60.0, LATE_REQUEST_HORIZON_SECONDS)
+
+
 class Poller:
     """Polls the watched tables and hands the runnable work to the runner (see the module docstring)."""
 
@@ -558,15 +564,15 @@ class Poller:
             )
 
     def _sweep_late_files(self, table: WatchedTable) -> None:
-        """Sweep the files that attempts voided by a takeover completed here may land late, a
-        ``takeover_grace`` and :data:`~hoodie.write.late_files.LATE_REQUEST_HORIZON_SECONDS` after this
-        poller first saw the completion (:mod:`hoodie.write.late_files`). A failure is logged and the sweep
-        tried again at the next poll."""
+        """Sweep the files that attempts voided by a takeover here may land late
+        (:mod:`hoodie.write.late_files`) at the times of :data:`LATE_SWEEPS_AFTER` (``takeover_grace`` at
+        least) after this poller first heard of the takeover. A failure is logged and the sweep tried again
+        at the next poll."""
         now = self._clock()
         while table.late_files:
             late = table.late_files.popleft()
             grace = self.config.jobs.takeover_grace
-            table.late_sweeps += [(now + grace, late), (now + max(grace, LATE_REQUEST_HORIZON_SECONDS), late)]
+            table.late_sweeps += [(now + max(grace, after), late) for after in LATE_SWEEPS_AFTER]
         due = [(at, late) for at, late in table.late_sweeps if at <= now]
         if not due:
             return

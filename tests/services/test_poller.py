@@ -25,7 +25,7 @@ from hoodie.timeline.instant_time import InstantTimeGenerator
 from hoodie.timeline.metadata import InstantInfo, RollbackPlan, RollbackRequest, encode_rollback_plan
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.decision import void_attempts
-from hoodie.write.late_files import LATE_REQUEST_HORIZON_SECONDS, LateFiles
+from hoodie.write.late_files import LateFiles
 from hoodied.change_events import Announcement
 from hoodied.config import DaemonConfig, TableSettings
 from hoodied.control import Command, FileControlStore, apply_command
@@ -35,7 +35,7 @@ from hoodied.daemon import Daemon, _table_status
 from hoodied.health import Heartbeats
 from hoodied.listing import CONFIG_MAX_AGE, CONFIG_POLLS, QUIET_FOLDER_AGE, config_max_age
 from hoodied.metrics import Metrics
-from hoodied.poller import _same_cause
+from hoodied.poller import LATE_SWEEPS_AFTER, _same_cause
 from hoodied.supervisor import Supervisor
 from hoodied.work import WatchedTable, WorkItem
 from support.s3_faults import FaultProxy
@@ -734,15 +734,16 @@ def test_files_a_voided_attempt_lands_late_are_swept_after_the_grace_and_at_the_
     assert not (Path(uri) / late_name).exists()
     assert (Path(uri) / not_voided).exists()
     assert all((Path(uri) / p).exists() for p in named)
-    shutil.copy(Path(uri) / winner, Path(uri) / late_name)  # a request held longer lands
-    clock.now += LATE_REQUEST_HORIZON_SECONDS
-    supervisor.poll()
-    assert not (Path(uri) / late_name).exists()
+    for after in LATE_SWEEPS_AFTER[1:]:
+        shutil.copy(Path(uri) / winner, Path(uri) / late_name)  # a request held longer lands
+        clock.now += after - supervisor.config.jobs.takeover_grace
+        supervisor.poll()
+        assert not (Path(uri) / late_name).exists()
     assert not table.late_sweeps
     deleted = supervisor.metrics.registry.get_sample_value(
         "hoodied_late_files_deleted_total", {"table": table.name}
     )
-    assert deleted == 2.0
+    assert deleted == 3.0
 
 
 def test_a_store_error_told_again_with_another_latency_is_the_same_cause() -> None:

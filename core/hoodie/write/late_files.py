@@ -10,10 +10,11 @@ never does (found by the chaos campaign, seed 766: a base-file PUT held 20 s, th
 held). Left there, a reader that lists files instead of reading the metadata table sees two base files of one
 file slice at one completed instant, and may take the voided attempt's.
 
-So the run that completed the instant after voiding earlier attempts returns :class:`LateFiles`, and its
-replica sweeps them twice: once a takeover grace after the completion (a held request usually lands within
-seconds) and once :data:`LATE_REQUEST_HORIZON_SECONDS` after it (S3 and Azure Blob refuse a request signed
-more than 15 minutes before it arrives, so no held PUT lands after that). A file is deleted only when its
+So a run that voided earlier attempts (however it ended: completed, or the instant removed on a conflict)
+tells its caller where they may land files, as :class:`LateFiles`, and the daemon sweeps them a few times
+(``hoodied.poller``): soon after (a held request usually lands within seconds), a minute after, and
+:data:`LATE_REQUEST_HORIZON_SECONDS` after (S3 and Azure Blob refuse a request signed more than 15 minutes
+before it arrives, so no held PUT lands after that). A file is deleted only when its
 token names an attempt whose decision is ``void``: such an attempt can never complete the instant, so no
 completion names its files, and the sweep needs no lock. A replica that dies before its sweeps leaves such
 files to the orphan-file reclaim.
