@@ -188,7 +188,6 @@ class Api:
             )
         except ControlError as e:
             return _error(HTTPStatus.INTERNAL_SERVER_ERROR, str(e))
-        self._metrics.control_commands.labels(table.name, command.command).inc()
         return _json(
             HTTPStatus.OK, {"table": table.name, "command": command.command, "control": written.to_json()}
         )

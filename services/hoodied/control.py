@@ -203,6 +203,29 @@ class Command:
         return f"{what} by {self.by}" + (f" ({self.reason})" if self.reason else "")
 
 
+#: The command that puts a table in each state.
+_STATE_COMMANDS: Final = {ACTIVE: "resume", PAUSED: "pause", DRAINING: "drain"}
+
+
+def commands_between(before: TableControl, after: TableControl) -> list[tuple[str, str, Note]]:
+    """The commands that turned ``before`` into ``after`` (command, what it names: ``table``, a service or
+    ``<service>-<instant>``, and its note), read off the two documents, so that a replica reports commands
+    whoever issued them (``hoodied ctl``, the API of any replica). A state set again by a new note counts;
+    triggers consumed, notes dropped and a drain that finished (``draining`` to ``paused``, the daemon's own
+    step) do not."""
+    out: list[tuple[str, str, Note]] = []
+    drained = before.state == DRAINING and after.state == PAUSED
+    if after.note is not None and (after.state, after.note) != (before.state, before.note) and not drained:
+        out.append((_STATE_COMMANDS[after.state], "table", after.note))
+    for command, notes, earlier in (
+        ("trigger", after.triggers, before.triggers),
+        ("cancel", after.cancelled, before.cancelled),
+        ("retry", after.retries, before.retries),
+    ):
+        out += [(command, key, note) for key, note in sorted(notes.items()) if earlier.get(key) != note]
+    return out
+
+
 def apply_command(control: TableControl, command: Command) -> TableControl:
     """``control`` after ``command`` (stale one-shot notes dropped)."""
     control = prune(control, command.at)
@@ -361,6 +384,7 @@ __all__ = [
     "TableControl",
     "ZooKeeperControlStore",
     "apply_command",
+    "commands_between",
     "default_state_dir",
     "prune",
     "read_token",

@@ -352,8 +352,8 @@ class Metrics:
         )
         self.control_commands = self._counter(
             "hoodied_control_commands_total",
-            "Operator commands this replica accepted (API) or applied (drained, triggered), by table and "
-            "command.",
+            "Operator commands (hoodied ctl or any replica's API), counted by the replica that polls the "
+            "table when it reads them, and those it applied (drained, triggered), by table and command.",
             ("table", "command"),
         )
         self.change_events = self._counter(

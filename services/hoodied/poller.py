@@ -74,7 +74,7 @@ from hoodie.write.late_files import LATE_REQUEST_HORIZON_SECONDS
 from hoodie.write.orphaned_rollback import finish_orphaned_rollback, orphaned_rollbacks
 from hoodied.change_events import ChangeEvents
 from hoodied.config import DaemonConfig, DiscoveryRoot, TableSettings
-from hoodied.control import DRAINING, PAUSED, ControlStore, Note, TableControl
+from hoodied.control import DRAINING, PAUSED, ControlStore, Note, TableControl, commands_between
 from hoodied.coordination import SCHEDULE_CLAIM, Coordination
 from hoodied.discovery import Discovery, Found, Merged, discover
 from hoodied.explain import RunnerView, explain
@@ -260,7 +260,10 @@ class Poller:
                     if control != table.control:
                         commanded.add(table)
                         self._restart_interval(table)
+                        if table.control_read and table.owned:
+                            self._report_commands(table, table.control, control)
                     table.control = control
+                    table.control_read = True
             for table in tables:
                 if self._stopping.is_set():
                     break
@@ -562,6 +565,16 @@ class Poller:
                 type(e).__name__,
                 e,
             )
+
+    def _report_commands(self, table: WatchedTable, before: TableControl, after: TableControl) -> None:
+        """Log and count the operators' commands that changed ``table``'s control document since the last
+        poll, whoever issued them (``hoodied ctl``, any replica's API): the replica that polls the table
+        (its owner, hoodied.table_split) reports each once, when it first reads it."""
+        for command, what, note in commands_between(before, after):
+            on = "" if what == "table" else f" {what}"
+            why = f": {note.reason}" if note.reason else ""
+            logger.info("table %s: %s%s by %s%s", table.name, command, on, note.by or "?", why)
+            self.metrics.control_commands.labels(table.name, command).inc()
 
     def _sweep_late_files(self, table: WatchedTable) -> None:
         """Sweep the files that attempts voided by a takeover here may land late

@@ -128,6 +128,8 @@ class WatchedTable:
     last_results: dict[str, JobOutcome] = field(default_factory=dict)
     #: The operators' word on the table (hoodied.control), as of the last poll.
     control: TableControl = field(default_factory=TableControl)
+    #: Whether ``control`` was read from the store once (the first read reports no command: it may be old).
+    control_read: bool = False
     #: How far behind its services are (hoodie.backlog), measured when the timeline changed.
     backlog: Backlog | None = None
     backlog_cache: BacklogCache = field(default_factory=BacklogCache)

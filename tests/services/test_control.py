@@ -34,9 +34,11 @@ from hoodied.control import (
     Command,
     ControlError,
     FileControlStore,
+    Note,
     TableControl,
     ZooKeeperControlStore,
     apply_command,
+    commands_between,
 )
 from hoodied.coordination import EmbeddedCoordination
 from hoodied.ctl import main_ctl
@@ -81,6 +83,21 @@ def test_commands_change_the_document_as_documented() -> None:
     c = apply_command(c, _cmd("trigger", service="clean"))
     assert "clean" in c.triggers
     assert TableControl.decode(c.encode()) == c
+
+
+def test_the_commands_between_two_documents_are_what_operators_issued() -> None:
+    ops = Note("ops", "backfill", 1.0)
+    paused = apply_command(TableControl(), Command("pause", "ops", "backfill", at=1.0))
+    assert [(c, w) for c, w, _ in commands_between(TableControl(), paused)] == [("pause", "table")]
+    assert commands_between(paused, paused) == []
+    triggered = apply_command(paused, Command("trigger", "ann", "", "clean", at=2.0))
+    assert [(c, w) for c, w, _ in commands_between(paused, triggered)] == [("trigger", "clean")]
+    assert commands_between(triggered, paused) == []  # a trigger consumed is no command
+    draining = TableControl(state=DRAINING, note=ops)
+    drained = TableControl(state=PAUSED, note=Note("ops", "drained: backfill", 3.0))
+    assert commands_between(draining, drained) == []  # the daemon's own step
+    again = TableControl(state=PAUSED, note=Note("bob", "still", 4.0))
+    assert [(c, n.by) for c, _, n in commands_between(drained, again)] == [("pause", "bob")]
 
 
 def test_bad_commands_are_refused_with_a_reason() -> None:

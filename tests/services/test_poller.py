@@ -6,6 +6,7 @@ ceiling, and any change brings it back to every poll (``hoodied.poll_interval``)
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import shutil
 import time
@@ -332,6 +333,44 @@ def test_a_pause_given_under_one_name_holds_the_table_under_another(
     assert table_b.blocked["compaction"] == ("paused", "table paused by ops: backfill")
     assert b.metrics.registry.get_sample_value("hoodied_table_paused", {"table": "b"}) == 1
     assert '"state": "paused"' in capsys.readouterr().out
+
+
+def test_a_command_from_hoodied_ctl_is_logged_and_counted_once_by_the_polling_replica(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 35: ``hoodied ctl pause`` was neither logged by the daemon nor counted in
+    hoodied_control_commands_total (the API's commands were). Now the replica that polls the table reports
+    each command it reads in the control document, whoever issued it, once; a command already in the
+    document when the replica started is not reported again."""
+    (uri,) = _local_fleet(tmp_path, 1)
+    state = tmp_path / "state"
+    config = tmp_path / "a.yaml"
+    config.write_text(f"admin: {{state_dir: '{state}'}}\ntables: [{{path: '{uri}', name: a}}]\n")
+    assert main_ctl(str(config), "trigger", "a", service="clean", instant=None, reason="old", by="ops") == 0
+    daemon = _daemon(f"admin: {{state_dir: '{state}'}}\ntables: [{{path: '{uri}', name: a}}]", state, Clock())
+    supervisor = daemon.supervisor
+    assert supervisor is not None
+    caplog.set_level(logging.INFO, logger="hoodied.poller")
+    supervisor.poll()
+
+    def counted(command: str) -> float:
+        value = daemon.metrics.registry.get_sample_value(
+            "hoodied_control_commands_total", {"table": "a", "command": command}
+        )
+        return value or 0.0
+
+    assert counted("trigger") == 0  # there before this replica started
+    assert main_ctl(str(config), "pause", "a", service=None, instant=None, reason="backfill", by="ops") == 0
+    supervisor.poll()
+    supervisor.poll()
+    assert counted("pause") == 1
+    said = [r.getMessage() for r in caplog.records if "by ops" in r.getMessage()]
+    assert said == ["table a: pause by ops: backfill"], said
+    assert main_ctl(str(config), "resume", "a", service=None, instant=None, reason="", by="bob") == 0
+    supervisor.poll()
+    assert counted("resume") == 1
+    assert counted("pause") == 1
+    capsys.readouterr()
 
 
 # -- adaptive polling (hoodied.poll_interval) ----------------------------------------------------------------
