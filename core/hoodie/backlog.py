@@ -12,7 +12,9 @@ then kept in a :class:`BacklogCache`), so that a table whose timeline did not ch
   (Hudi's ``NUM_COMMITS``), so the figure and ``next clean`` agree; a write that completed while the clean
   was planned counts, though its time is before the clean's;
 - ``small_files``: file groups whose newest base file, written after the last completed clustering, is below
-  the clustering's ``hoodie.clustering.plan.strategy.small.file.limit`` (what a clustering would pick up);
+  the clustering's ``hoodie.clustering.plan.strategy.small.file.limit``: an upper bound of what a clustering
+  could pick up (its plan also leaves out groups the latest writes touched, groups pending compaction or
+  clustering, and partitions outside its filter), measured without planning;
 - ``active_timeline_instants``: every instant file group on the active timeline (archival bounds it);
 - ``metadata_lag_instants``: completed data-table instants later than the metadata table's newest completed
   deltacommit that it has not applied (0 without a metadata table);

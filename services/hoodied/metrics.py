@@ -320,7 +320,9 @@ class Metrics:
         self.table_small_files = self._gauge(
             "hoodied_table_small_files",
             "File groups whose newest base file, written since the last clustering, is below the "
-            "clustering's small-file limit.",
+            "clustering's small-file limit: an upper bound of what a clustering could take (its plan also "
+            "leaves out groups the latest writes touched, groups pending compaction or clustering, and "
+            "partitions outside its filter; hoodied status says why the last plan took fewer).",
             ("table",),
         )
         self.table_metadata_lag_instants = self._gauge(

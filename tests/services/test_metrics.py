@@ -196,6 +196,7 @@ def touch_everything_of(m: Metrics, table: str) -> None:
     m.table_poll_finished(table, 0.1, ok=False)
     m.table_poll_overruns.labels(table).inc()
     m.orphaned_rollbacks.labels(table).inc()
+    m.late_files_deleted.labels(table).inc()
     m.table_poll_interval_seconds.labels(table).set(60.0)
     m.count_requests(table, "poll", {"LIST": 1})
     m.active_timeline_instants.labels(table).set(12)

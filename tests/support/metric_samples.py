@@ -29,6 +29,7 @@ def touch_everything(m: Metrics) -> None:
     m.table_poll_finished("orders", 0.1, ok=False)
     m.table_poll_overruns.labels("orders").inc()
     m.orphaned_rollbacks.labels("orders").inc()
+    m.late_files_deleted.labels("orders").inc()
     m.table_poll_interval_seconds.labels("orders").set(60.0)
     m.count_requests("orders", "poll", {"LIST": 1})
     m.change_events.labels("commit_callback", "queued").inc()
