@@ -268,6 +268,7 @@ class Poller:
                 if self._stopping.is_set():
                     break
                 self._runner.apply_control(table)
+                self._sweep_late_files(table)  # where a job of this replica ran, owned by it now or not
                 if not table.owned:  # another replica lists and schedules it (hoodied.table_split)
                     continue
                 if self._polls.running(table):  # its last poll overran and goes on (hoodied.table_polls)
@@ -521,7 +522,6 @@ class Poller:
         self._measure(table)
         self._check_drained(table)
         self._finish_orphaned_rollbacks(table)
-        self._sweep_late_files(table)
         evaluated = (table.listing, table.control, tuple(table.schedule_reasons.items()))
         if table.evaluated == evaluated:
             return changed  # quiet (the module docstring): what follows would come out as it did
