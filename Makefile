@@ -12,7 +12,8 @@ PY = $(shell PYTHON='$(PYTHON)' VENV='$(VENV)' .ci/install --which)
 # Extra pytest arguments, e.g. PYTEST_ARGS="-k compaction" or PYTEST_ARGS="tests/core/log".
 PYTEST_ARGS ?=
 # pytest-xdist processes the suite runs on, a test file each at a time (1: one process, no xdist). Two halve
-# the suite's time on two cores (most of it waits on Spark, ZooKeeper and child processes).
+# the suite's time on two cores (most of it waits on Spark, ZooKeeper and child processes). The longest files
+# are handed out first (tests/conftest.py: LONGEST_FILES), in that order (--no-loadscope-reorder).
 TEST_WORKERS ?= 2
 
 .PHONY: install install-demo test lint bench chaos demo
@@ -31,7 +32,7 @@ lint: install
 # The test command: lint and types, then the whole suite (pytest-benchmark, when installed, is left out: it
 # refuses to time under xdist).
 test: lint
-	$(PY) -m pytest -q -p no:benchmark $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:benchmark $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
 
 # Every benchmark (benchmarks/run_all.py: each in its own process, then one table of their targets; about
 # 45 minutes on two cores), e.g. BENCH_ARGS="--quick" or BENCH_ARGS="--only compaction,clustering".
