@@ -202,7 +202,8 @@ def run_service_job(
         forget_start(storage, job.service, done.instant.time)
     finally:
         if lease is not None:
-            _tell_late_files(late_files, job.instant.time, lease, job.rollback_groups)
+            # A job whose tasks write nothing (no rollback groups) has no late files.
+            _tell_late_files(late_files, job.instant.time, lease, job.rollback_groups or ())
             lease.release()
     seconds = time.monotonic() - started
     return JobRun(done, seconds, len(job.tasks), on_executors, job.rolled_back_files, size)
@@ -215,10 +216,10 @@ def _tell_late_files(
     groups: Sequence[tuple[str, str | None]] | None,
 ) -> None:
     """Tell ``sink`` where the attempts ``lease`` was taken over from may land files (``groups``: those the
-    job writes), when it was taken over from any."""
+    job writes; ``None``: every partition), when it was taken over from any."""
     superseded = lease.superseded
-    if sink is not None and superseded and groups:
-        sink(LateFiles(instant_time, tuple(groups), superseded))
+    if sink is not None and superseded and groups != ():
+        sink(LateFiles(instant_time, tuple(groups) if groups is not None else None, superseded))
 
 
 def _prepare(
@@ -284,14 +285,8 @@ def _prepare(
             raise
     except BaseException:
         # Prepared no job (a conflict removed the instant, say): the earlier attempts may have written in
-        # any partition.
-        if late_files is not None and lease.superseded:
-            try:
-                everywhere = sorted({(g.partition_path, None) for g in view.file_groups()})
-            except Exception as listing_failed:  # the run's own error is the one to raise
-                logger.warning("%s: no sweep of late files planned: %s", where, listing_failed)
-            else:
-                _tell_late_files(late_files, instant.time, lease, everywhere)
+        # any partition, looked up when swept (a store error now must not lose the sweep: chaos seed 773).
+        _tell_late_files(late_files, instant.time, lease, None)
         lease.release()
         raise
 

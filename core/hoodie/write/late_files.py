@@ -26,6 +26,7 @@ import logging
 from dataclasses import dataclass
 
 from hoodie.storage import Storage
+from hoodie.table import Table
 from hoodie.write.decision import read_decision
 from hoodie.write.rollback import discard_attempt_files
 
@@ -37,21 +38,25 @@ LATE_REQUEST_HORIZON_SECONDS = 15 * 60.0
 
 @dataclass(frozen=True)
 class LateFiles:
-    """Where the voided ``attempts`` of the completed instant ``instant_time`` may still land files: the file
-    groups the instant's job writes (``(partition, file id)``; ``None``: any file of the partition)."""
+    """Where the voided ``attempts`` of the instant ``instant_time`` may still land files: the file groups the
+    instant's job writes (``(partition, file id)``; a file id of ``None``: any file of the partition), or
+    ``None`` for every partition of the table (looked up at each sweep: a run that prepared no job)."""
 
     instant_time: str
-    groups: tuple[tuple[str, str | None], ...]
+    groups: tuple[tuple[str, str | None], ...] | None
     attempts: frozenset[int]
 
     def sweep(self, storage: Storage) -> list[str]:
         """Delete the files of the attempts that are void (see the module doc); returns them."""
         deleted: list[str] = []
+        groups = self.groups
         for attempt in sorted(self.attempts):
             decision = read_decision(storage, self.instant_time, attempt)
             if decision is None or decision.verdict != "void":
                 continue  # not voided: not provably nobody's
-            deleted += discard_attempt_files(storage, self.instant_time, self.groups, attempt)
+            if groups is None:
+                groups = tuple(sorted({(g.partition_path, None) for g in Table.load(storage).file_groups()}))
+            deleted += discard_attempt_files(storage, self.instant_time, groups, attempt)
         if deleted:
             logger.warning(
                 "%s on %s: deleted %d file(s) that voided attempt(s) %s landed after the instant completed",

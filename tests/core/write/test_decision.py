@@ -293,6 +293,7 @@ def test_the_late_files_of_a_takeover_that_removed_the_instant_are_swept_too(tmp
     assert not isinstance(first, JobRun), first
     assert Table.open(str(root)).timeline.get(T) is None
     (late,) = told
+    assert late.groups is None  # no job prepared: every partition, looked up when swept
     (voided,) = late.attempts
     existing = next(p for p in (root / partition).glob("*.parquet"))
     held = root / partition / f"{existing.name.split('_', 1)[0]}_0-{voided}-0_{T}.parquet"
