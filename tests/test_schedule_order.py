@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
-from conftest import LONGEST_FILES, TESTS_DIR
+from support.schedule import LONGEST_FILES
+
+TESTS_DIR = Path(__file__).resolve().parent
 
 
 def test_every_longest_file_exists() -> None:
