@@ -59,7 +59,7 @@ class LateFiles:
             deleted += discard_attempt_files(storage, self.instant_time, groups, attempt)
         if deleted:
             logger.warning(
-                "%s on %s: deleted %d file(s) that voided attempt(s) %s landed after the instant completed",
+                "%s on %s: deleted %d file(s) that voided attempt(s) %s landed after a takeover",
                 self.instant_time,
                 storage.uri,
                 len(deleted),
