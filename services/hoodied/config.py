@@ -44,6 +44,7 @@ Every key, its default and its meaning (the README's configuration reference is 
       backoff: 30s                # first retry delay, doubling per failure ...
       backoff_max: 30m            # ... up to this
       takeover_grace: 30s         # an inflight instant nobody claims is taken over after this long
+      late_request_horizon: 15m   # a held request to the store lands no later than this (S3/Azure signing)
       shutdown_grace: 2m          # on SIGTERM, running jobs get this long before they are cancelled
       lock_timeout: 60s           # table-lock acquire wait (Hudi's default)
     admin:                        # the control plane (hoodied ctl, /api/v1): hoodied.control
@@ -376,6 +377,9 @@ class JobSettings:
     backoff: float = 30.0
     backoff_max: float = 1800.0
     takeover_grace: float = 30.0
+    #: Seconds after which the store refuses a request sent earlier (S3 and Azure Blob: 15 minutes after it
+    #: was signed): the files a takeover's voided attempts land late are swept until then.
+    late_request_horizon: float = 900.0
     shutdown_grace: float = 120.0
     lock_timeout: float = 60.0
 
@@ -695,6 +699,7 @@ def _jobs(s: _Section) -> JobSettings:
         backoff=s.get("backoff", 30.0, parse_duration),
         backoff_max=s.get("backoff_max", 1800.0, parse_duration),
         takeover_grace=s.get("takeover_grace", 30.0, parse_duration),
+        late_request_horizon=s.get("late_request_horizon", 900.0, parse_duration),
         shutdown_grace=s.get("shutdown_grace", 120.0, parse_duration),
         lock_timeout=s.get("lock_timeout", 60.0, parse_duration),
     )

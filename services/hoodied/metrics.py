@@ -101,6 +101,7 @@ METRIC_NAMES: Final = frozenset(
         "hoodied_table_poll_overruns_total",
         "hoodied_orphaned_rollbacks_total",
         "hoodied_late_files_deleted_total",
+        "hoodied_late_sweeps_pending",
         "hoodied_table_poll_interval_seconds",
         "hoodied_storage_requests_total",
         "hoodied_active_timeline_instants",
@@ -293,6 +294,12 @@ class Metrics:
             "hoodied_late_files_deleted_total",
             "Files that attempts voided by a takeover landed after the instant completed (held requests), "
             "deleted by this replica's sweeps (hoodie.write.late_files).",
+            ("table",),
+        )
+        self.late_sweeps_pending = self._gauge(
+            "hoodied_late_sweeps_pending",
+            "Sweeps of files that attempts voided by a takeover may still land, planned by this replica and "
+            "not yet made (the last one at jobs.late_request_horizon).",
             ("table",),
         )
         self.table_poll_interval_seconds = self._gauge(

@@ -70,7 +70,7 @@ from hoodie.table import Table
 from hoodie.timeline.instant import RESTORE, ROLLBACK, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator, parse_instant_time
 from hoodie.timeline.timeline import Timeline
-from hoodie.write.late_files import LATE_REQUEST_HORIZON_SECONDS
+from hoodie.write.late_files import LateFiles, recent_late_files
 from hoodie.write.orphaned_rollback import finish_orphaned_rollback, orphaned_rollbacks
 from hoodied.change_events import ChangeEvents
 from hoodied.config import DaemonConfig, DiscoveryRoot, TableSettings
@@ -114,9 +114,15 @@ def _label(uri: str) -> str:
 
 
 #: Seconds after a takeover at which its voided attempts' late files are swept: at once (raised to
-#: ``takeover_grace``), after a minute (a request held longer than the grace), and at the horizon after which
-#: S3 and Azure refuse a held request.
-LATE_SWEEPS_AFTER = (0.0, 60.0, LATE_REQUEST_HORIZON_SECONDS)
+#: ``takeover_grace``), then densely while held requests usually land (a file of a completed instant is
+#: visible until swept), and at ``jobs.late_request_horizon``, after which the store refuses a held request.
+LATE_SWEEPS_AFTER = (0.0, 10.0, 30.0, 60.0, 300.0)
+
+
+def late_sweep_times(grace: float, horizon: float) -> list[float]:
+    """Seconds after a takeover at which its late files are swept (:data:`LATE_SWEEPS_AFTER`, none before
+    ``grace``, the last at ``horizon``)."""
+    return sorted({max(grace, after) for after in LATE_SWEEPS_AFTER if after < horizon} | {horizon})
 
 
 class Poller:
@@ -577,19 +583,27 @@ class Poller:
             self.metrics.control_commands.labels(table.name, command).inc()
 
     def _sweep_late_files(self, table: WatchedTable) -> None:
-        """Sweep the files that attempts voided by a takeover here may land late
-        (:mod:`hoodie.write.late_files`) at the times of :data:`LATE_SWEEPS_AFTER` (``takeover_grace`` at
-        least) after this poller first heard of the takeover. A failure is logged and the sweep tried again
-        at the next poll."""
+        """Sweep the files that attempts voided by a takeover may land late (:mod:`hoodie.write.late_files`)
+        at the times of :func:`late_sweep_times` after this poller first heard of the takeover: from its own
+        runner, or (the replica that polls the table) from the void decisions on storage, looked for when
+        the timeline shows a completed rollback not looked after yet, so the sweeps outlive the replica that
+        voided. A failure is logged and the sweep tried again at the next poll."""
         now = self._clock()
+        jobs = self.config.jobs
+        found: list[LateFiles] = []
         while table.late_files:
-            late = table.late_files.popleft()
-            grace = self.config.jobs.takeover_grace
-            table.late_sweeps += [(now + max(grace, after), late) for after in LATE_SWEEPS_AFTER]
-        due = [(at, late) for at, late in table.late_sweeps if at <= now]
-        if not due:
-            return
-        for entry in due:
+            found.append(table.late_files.popleft())
+        if table.owned:
+            found += self._recent_voids(table)
+        for late in found:
+            planned = [p for _, p in table.late_sweeps if p.instant_time == late.instant_time]
+            if any(
+                late.attempts <= p.attempts and (p.groups is None or p.groups == late.groups) for p in planned
+            ):
+                continue  # swept already as often, over at least as much
+            times = late_sweep_times(jobs.takeover_grace, jobs.late_request_horizon)
+            table.late_sweeps += [(now + after, late) for after in times]
+        for entry in [(at, late) for at, late in table.late_sweeps if at <= now]:
             late = entry[1]
             try:
                 deleted = late.sweep(table.storage)
@@ -606,6 +620,33 @@ class Poller:
             table.late_sweeps.remove(entry)
             if deleted:
                 self.metrics.late_files_deleted.labels(table.name).inc(len(deleted))
+        self.metrics.late_sweeps_pending.labels(table.name).set(len(table.late_sweeps))
+
+    def _recent_voids(self, table: WatchedTable) -> list[LateFiles]:
+        """The recent void decisions of ``table`` (:func:`~hoodie.write.late_files.recent_late_files`) when
+        its timeline shows a completed rollback newer than the last one looked after (every takeover rolls
+        the attempts it voids back); none otherwise, and none on a listing error (looked for again at the
+        next poll)."""
+        if table.timeline is None:
+            return []
+        rollbacks = [i.time for i in table.timeline.completed() if i.action == ROLLBACK]
+        if not rollbacks or (
+            table.voids_looked_after is not None and rollbacks[-1] <= table.voids_looked_after
+        ):
+            return []
+        try:
+            found = recent_late_files(table.storage, horizon=self.config.jobs.late_request_horizon)
+        except Exception as e:
+            logger.warning(
+                "table %s (%s): cannot look for recent void decisions: %s: %s",
+                table.name,
+                redact_uri(table.uri),
+                type(e).__name__,
+                e,
+            )
+            return []
+        table.voids_looked_after = rollbacks[-1]
+        return found
 
     def _measure(self, table: WatchedTable) -> None:
         """Measure the table's backlog when its timeline changed since the last measure, and export it."""

@@ -123,6 +123,9 @@ class WatchedTable:
     #: (hoodie.write.late_files).
     late_files: deque[LateFiles] = field(default_factory=deque)
     late_sweeps: list[tuple[float, LateFiles]] = field(default_factory=list)
+    #: The newest completed rollback its poller looked for recent void decisions after (None: none yet):
+    #: sweeps outlive the replica that voided (hoodie.write.late_files.recent_late_files).
+    voids_looked_after: str | None = None
     #: Why an unclaimed inflight instant is left alone (not started by hoodied, owner maybe alive), by time.
     foreign: dict[str, str] = field(default_factory=dict)
     last_results: dict[str, JobOutcome] = field(default_factory=dict)

@@ -23,7 +23,14 @@ from hoodie.testing.generate import GenerateSpec, TripGenerator, generate_table
 from hoodie.testing.table_writer import TableWriter
 from hoodie.timeline.instant import ROLLBACK, Instant, State
 from hoodie.timeline.instant_time import InstantTimeGenerator
-from hoodie.timeline.metadata import InstantInfo, RollbackPlan, RollbackRequest, encode_rollback_plan
+from hoodie.timeline.metadata import (
+    InstantInfo,
+    RollbackMetadata,
+    RollbackPlan,
+    RollbackRequest,
+    encode_rollback_metadata,
+    encode_rollback_plan,
+)
 from hoodie.timeline.writer import TimelineWriter
 from hoodie.write.decision import void_attempts
 from hoodie.write.late_files import LateFiles
@@ -36,7 +43,7 @@ from hoodied.daemon import Daemon, _table_status
 from hoodied.health import Heartbeats
 from hoodied.listing import CONFIG_MAX_AGE, CONFIG_POLLS, QUIET_FOLDER_AGE, config_max_age
 from hoodied.metrics import Metrics
-from hoodied.poller import LATE_SWEEPS_AFTER, _same_cause
+from hoodied.poller import _same_cause, late_sweep_times
 from hoodied.supervisor import Supervisor
 from hoodied.work import WatchedTable, WorkItem
 from support.s3_faults import FaultProxy
@@ -773,16 +780,74 @@ def test_files_a_voided_attempt_lands_late_are_swept_after_the_grace_and_at_the_
     assert not (Path(uri) / late_name).exists()
     assert (Path(uri) / not_voided).exists()
     assert all((Path(uri) / p).exists() for p in named)
-    for after in LATE_SWEEPS_AFTER[1:]:
+    jobs = supervisor.config.jobs
+    times = late_sweep_times(jobs.takeover_grace, jobs.late_request_horizon)
+    assert times[0] == jobs.takeover_grace
+    assert times[-1] == jobs.late_request_horizon == 900.0
+    for before, after in itertools.pairwise(times):
         shutil.copy(Path(uri) / winner, Path(uri) / late_name)  # a request held longer lands
-        clock.now += after - supervisor.config.jobs.takeover_grace
+        clock.now += after - before
         supervisor.poll()
         assert not (Path(uri) / late_name).exists()
     assert not table.late_sweeps
     deleted = supervisor.metrics.registry.get_sample_value(
         "hoodied_late_files_deleted_total", {"table": table.name}
     )
-    assert deleted == 3.0
+    assert deleted == len(times)
+    pending = supervisor.metrics.registry.get_sample_value(
+        "hoodied_late_sweeps_pending", {"table": table.name}
+    )
+    assert pending == 0.0
+
+
+def test_the_poller_of_a_table_sweeps_what_a_takeover_elsewhere_voided(tmp_path: Path) -> None:
+    """The replica that voided an attempt may die before its sweeps: the void decision stays on storage, and
+    the replica polling the table looks for recent ones when a completed rollback it has not looked after
+    shows up on the timeline (every takeover rolls back what it voids), then sweeps them as its own, until
+    jobs.late_request_horizon; with no new rollback it does not look again."""
+    (uri,) = _local_fleet(tmp_path, 1)
+    storage = Storage.for_uri(uri)
+    view = Table.load(storage)
+    T = view.timeline.completed_writes()[-1].time
+    winner = next(p for p in view.commit_metadata(T).written_file_paths if p.endswith(".parquet"))
+    folder, name = winner.rsplit("/", 1)
+    file_id, token, rest = name.split("_", 2)
+    clock = Clock()
+    daemon = _daemon(
+        f"{EVERY_POLL}jobs: {{late_request_horizon: 2m}}\ntables: ['{uri}']", tmp_path / "state", clock
+    )
+    supervisor = daemon.supervisor
+    assert supervisor is not None
+    supervisor.poll()
+    (table,) = supervisor.tables()
+    assert table.owned
+    assert not table.late_sweeps
+    # Elsewhere: a takeover voids attempt 5 and rolls it back; the voided attempt's held PUT lands late.
+    assert void_attempts(storage, T, [5], by=6) is None
+    writer = TimelineWriter(storage, view.config, FileSystemLock(storage))
+    rollback = InstantTimeGenerator().next(storage, view.config)
+    rolled = writer.start(writer.request(ROLLBACK, rollback, b""))
+    metadata = RollbackMetadata(rollback, 1, 0, (T,), {}, (InstantInfo(T, "commit"),))
+    writer.complete(rolled, encode_rollback_metadata(metadata, table_version=view.config.table_version))
+    late = Path(uri) / folder / f"{file_id}_{token.split('-')[0]}-5-0_{rest}"
+    shutil.copy(Path(uri) / winner, late)
+    supervisor.poll()  # the poll that loads the rollback; its sweeps are planned at the next
+    supervisor.poll()
+    assert table.voids_looked_after == rollback
+    times = late_sweep_times(supervisor.config.jobs.takeover_grace, 120.0)
+    assert times[-1] == 120.0
+    assert len(table.late_sweeps) == len(times)
+    clock.now += times[0]
+    supervisor.poll()
+    assert not late.exists()
+    assert (Path(uri) / winner).exists()
+    clock.now += 121.0
+    supervisor.poll()
+    assert not table.late_sweeps  # swept to the horizon, and not planned again: no newer rollback
+    assert (
+        supervisor.metrics.registry.get_sample_value("hoodied_late_sweeps_pending", {"table": table.name})
+        == 0.0
+    )
 
 
 def test_a_store_error_told_again_with_another_latency_is_the_same_cause() -> None:

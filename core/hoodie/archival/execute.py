@@ -52,6 +52,7 @@ from hoodie.timeline.archived.lsm import compact_and_clean_lsm, lsm_instants_of,
 from hoodie.timeline.instant import CLEAN, COMMIT, REPLACE_COMMIT, Instant, State
 from hoodie.timeline.metadata import CleanerPlan, decode_cleaner_plan
 from hoodie.timeline.timeline import Timeline
+from hoodie.write.late_files import removed_instants_with_late_files
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +77,9 @@ class ArchivalResult:
 
 
 def archival_inputs(table: Table, *, data_timeline: Timeline | None = None) -> ArchivalInputs:
-    """Load what the rules read beyond ``table``'s view: the latest completed clean's plan, and the metadata
-    table's latest compaction (for a data table that has one)."""
+    """Load what the rules read beyond ``table``'s view: the latest completed clean's plan, the metadata
+    table's latest compaction (for a data table that has one), and the instants a takeover removed that
+    voided attempts may still land files of (a data table's; one listing of its decisions folder)."""
     timeline = table.timeline
     cleans = [i for i in timeline.completed() if i.action == CLEAN]
     plan: CleanerPlan | None = None
@@ -97,7 +99,8 @@ def archival_inputs(table: Table, *, data_timeline: Timeline | None = None) -> A
         mdt_timeline = Timeline.load(mdt_storage, mdt_config)
         compactions = [i for i in mdt_timeline.completed() if i.action in (COMMIT, REPLACE_COMMIT)]
         mdt = MetadataTableState(True, compactions[-1].time if compactions else None)
-    return ArchivalInputs(table, plan, mdt, data_timeline)
+    late = () if data_timeline is not None else removed_instants_with_late_files(table.storage, timeline)
+    return ArchivalInputs(table, plan, mdt, data_timeline, tuple(late))
 
 
 def due(table: Table, settings: Mapping[str, str]) -> bool:

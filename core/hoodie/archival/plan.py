@@ -22,7 +22,10 @@ at or after any of:
 - the first savepoint (``hoodie.archive.beyond.savepoint`` false, the default), or with it true exactly the
   savepointed commits are kept;
 - ours, not Hudi's: a MERGE_ON_READ deltacommit that completed after the compaction of its file slice was
-  planned, while its log file lies in a latest slice (:func:`_earliest_straddling_log`).
+  planned, while its log file lies in a latest slice (:func:`_earliest_straddling_log`);
+- ours, not Hudi's: an instant a takeover removed recently while voiding attempts whose held requests may
+  still land files (:mod:`hoodie.write.late_files`): the latest completed commit before it stays, as for a
+  pending write, so such a file is not taken for an archived commit's before it is swept.
 
 Then completed cleans and rollbacks older than the newest archived commit go too (layout 1: per action, those
 beyond ``hoodie.keep.max.commits`` down to the minimum). Savepoints, restores and indexing instants are never
@@ -137,6 +140,8 @@ class ArchivalInputs:
     last_clean_plan: CleanerPlan | None
     metadata_table: MetadataTableState
     data_timeline: Timeline | None = None
+    #: Instants removed within the late-request horizon whose voided attempts may land files late.
+    removed_with_late_files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -239,6 +244,10 @@ def _boundaries(inputs: ArchivalInputs, clean: CleanConfig, trigger: TriggerConf
     if pending:
         before = [c for c in done if c.time < pending[0].time]
         out["the earliest pending write"] = before[-1].time if before else pending[0].time
+    if inputs.removed_with_late_files:
+        removed = min(inputs.removed_with_late_files)
+        before = [c for c in done if c.time < removed]
+        out["an instant removed while late files may land"] = before[-1].time if before else removed
     if table.config.table_type is TableType.MERGE_ON_READ and trigger.strategy in (
         TriggerStrategy.NUM_COMMITS,
         TriggerStrategy.NUM_AND_TIME,

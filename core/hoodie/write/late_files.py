@@ -16,24 +16,40 @@ tells its caller where they may land files, as :class:`LateFiles`, and the daemo
 :data:`LATE_REQUEST_HORIZON_SECONDS` after (S3 and Azure Blob refuse a request signed more than 15 minutes
 before it arrives, so no held PUT lands after that). A file is deleted only when its
 token names an attempt whose decision is ``void``: such an attempt can never complete the instant, so no
-completion names its files, and the sweep needs no lock. A replica that dies before its sweeps leaves such
-files to the orphan-file reclaim.
+completion names its files, and the sweep needs no lock.
+
+The sweeps outlive the replica that voided: void decisions stay on storage, so the replica polling the table
+finds the recent ones (:func:`recent_late_files`, one listing of the decisions folder) whenever its timeline
+shows a rollback it has not looked at (every takeover rolls the voided attempt back) and sweeps them too.
+
+Until swept, a late file is visible only where its instant counts as committed: completed (a second copy of
+the takeover's file in the same slice), or removed and older than the active timeline's first commit, which
+readers take as archived. Archival therefore keeps the first commit before an instant removed within the
+horizon (:func:`removed_instants_with_late_files`, read by :mod:`hoodie.archival.plan`), so such a file stays
+invisible until the sweep at the horizon deletes it. A Hudi writer's own inline archival does not know this.
 """
 
 from __future__ import annotations
 
 import logging
+import posixpath
+import time
+from collections import defaultdict
 from dataclasses import dataclass
 
+from hoodie.errors import CommitConflict
 from hoodie.storage import Storage
 from hoodie.table import Table
-from hoodie.write.decision import read_decision
+from hoodie.timeline.timeline import Timeline
+from hoodie.write.decision import DECISIONS_FOLDER, read_decision
 from hoodie.write.rollback import discard_attempt_files
 
 logger = logging.getLogger(__name__)
 
 #: Seconds after which no held request lands any more on S3 or Azure Blob (their signed-request window).
 LATE_REQUEST_HORIZON_SECONDS = 15 * 60.0
+#: How far the store's clock (a decision's modification time) may be behind or ahead of ours.
+CLOCK_SKEW_SECONDS = 5 * 60.0
 
 
 @dataclass(frozen=True)
@@ -68,4 +84,52 @@ class LateFiles:
         return deleted
 
 
-__all__ = ["LATE_REQUEST_HORIZON_SECONDS", "LateFiles"]
+def recent_late_files(
+    storage: Storage, *, horizon: float = LATE_REQUEST_HORIZON_SECONDS, now: float | None = None
+) -> list[LateFiles]:
+    """Where attempts voided within ``horizon`` seconds (plus :data:`CLOCK_SKEW_SECONDS`) of ``now`` may still
+    land files, one :class:`LateFiles` per instant over every partition; found by listing the decisions
+    folder once (a decision without a modification time counts as recent). A decision that cannot be read
+    is passed over with a warning: it decides nothing, so none of its files would be deleted anyway."""
+    now = time.time() if now is None else now
+    since_ns = int((now - horizon - CLOCK_SKEW_SECONDS) * 1_000_000_000)
+    try:
+        listed = storage.list(DECISIONS_FOLDER, recursive=True)
+    except FileNotFoundError:
+        return []
+    voided: dict[str, set[int]] = defaultdict(set)
+    for info in listed:
+        if info.is_dir or not info.name.endswith(".json") or (info.mtime_ns or since_ns) < since_ns:
+            continue
+        instant_time = posixpath.basename(posixpath.dirname(info.path))
+        try:
+            attempt = int(info.name.removesuffix(".json"))
+            decision = read_decision(storage, instant_time, attempt)
+        except (ValueError, CommitConflict) as e:
+            logger.warning("%s: passing over the decision %s: %s", storage.uri, info.path, e)
+            continue
+        if decision is not None and decision.verdict == "void":
+            voided[instant_time].add(attempt)
+    return [LateFiles(t, None, frozenset(a)) for t, a in sorted(voided.items())]
+
+
+def removed_instants_with_late_files(
+    storage: Storage, timeline: Timeline, *, horizon: float = LATE_REQUEST_HORIZON_SECONDS
+) -> list[str]:
+    """The instants, oldest first, that a takeover removed from ``timeline`` (neither pending nor completed
+    there) within ``horizon`` while voiding attempts that may still land files (see the module doc)."""
+    on_timeline = {i.time for i in timeline.instants}
+    return [
+        late.instant_time
+        for late in recent_late_files(storage, horizon=horizon)
+        if late.instant_time not in on_timeline
+    ]
+
+
+__all__ = [
+    "CLOCK_SKEW_SECONDS",
+    "LATE_REQUEST_HORIZON_SECONDS",
+    "LateFiles",
+    "recent_late_files",
+    "removed_instants_with_late_files",
+]

@@ -94,6 +94,21 @@ def test_the_earliest_pending_write_keeps_the_commit_before_it(tmp_path: Path, l
 
 
 @LAYOUTS
+def test_an_instant_removed_while_late_files_may_land_keeps_the_commit_before_it(
+    tmp_path: Path, layout: int
+) -> None:
+    """A takeover removed t(2) while voiding an attempt whose held PUT may still land a file named t(2)
+    (hoodie.write.late_files): archiving t(1) would put t(2) before the timeline's start, where readers
+    take it for an archived commit, so t(1) stays, as before a pending write."""
+    names = commits(10, layout)
+    names.remove(done(2, "commit", layout))
+    table = view(tmp_path, names, layout=layout)
+    assert times(plan(table)) == [t(0), t(1), t(3), t(4), t(5)]
+    held = plan_archival(ArchivalInputs(table, None, NO_MDT, None, (t(2),)), SMALL, KEEP_FILES, NO_TRIGGER)
+    assert times(held) == [t(0)]
+
+
+@LAYOUTS
 def test_a_pending_instant_with_no_commit_before_it_holds_everything(tmp_path: Path, layout: int) -> None:
     names = [*commits(10, layout), f"{t(0)}.commit.requested"]
     names.remove(done(0, "commit", layout))

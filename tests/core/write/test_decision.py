@@ -7,12 +7,14 @@ names exists, and hudi-rs reads the same rows before and after.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from hoodie.archival.execute import archival_inputs
 from hoodie.clean.service import CLEAN
 from hoodie.clustering.plan import clustering_plan_of
 from hoodie.clustering.service import CLUSTERING
@@ -35,7 +37,13 @@ from hoodie.write.decision import (
     read_decision,
     void_attempts,
 )
-from hoodie.write.late_files import LateFiles
+from hoodie.write.late_files import (
+    CLOCK_SKEW_SECONDS,
+    LATE_REQUEST_HORIZON_SECONDS,
+    LateFiles,
+    recent_late_files,
+    removed_instants_with_late_files,
+)
 from hoodied.jobs import JobRun
 from support.daemon_tables import cow_table, mor_table
 from support.hudi_oracle import HudiOracle, Query
@@ -298,5 +306,15 @@ def test_the_late_files_of_a_takeover_that_removed_the_instant_are_swept_too(tmp
     existing = next(p for p in (root / partition).glob("*.parquet"))
     held = root / partition / f"{existing.name.split('_', 1)[0]}_0-{voided}-0_{T}.parquet"
     held.write_bytes(existing.read_bytes())  # the held PUT lands
+    # Until swept, archival keeps T after the timeline's start: readers take T for a failed write.
+    view = Table.load(storage)
+    assert removed_instants_with_late_files(storage, view.timeline) == [T]
+    assert archival_inputs(view).removed_with_late_files == (T,)
+    # The void decision on storage says the same to a replica that never heard of the takeover.
+    assert recent_late_files(storage) == [LateFiles(T, None, frozenset({voided}))]
+    assert (
+        recent_late_files(storage, now=time.time() + LATE_REQUEST_HORIZON_SECONDS + CLOCK_SKEW_SECONDS + 5)
+        == []
+    )
     assert late.sweep(storage) == [str(held.relative_to(root))]
     assert not held.exists()

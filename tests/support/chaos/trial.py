@@ -61,6 +61,10 @@ logger = logging.getLogger(__name__)
 
 CHECKOUT = Path(__file__).resolve().parents[3]
 SESSION_TIMEOUT = 6.0
+#: The daemons' ``jobs.late_request_horizon``: no request a stall holds lands later than this after the
+#: takeover (a stall holds it for the session, the lease's expiry and at most 6 s more), so the trial waits
+#: for the sweeps up to it (:meth:`Trial._wait_for_late_sweeps`) instead of a store's 15 minutes.
+LATE_REQUEST_HORIZON = 60.0
 TABLE_NAME = "chaos"
 REPLICAS = ("r1", "r2", "r3")
 #: The second executors (:mod:`support.chaos.actors`): ``alias``, a daemon naming the table another way on
@@ -409,7 +413,7 @@ class Trial:
             metrics: {{host: 127.0.0.1, port: {port}}}
             logging: {{format: json}}
             jobs: {{takeover_grace: 2s, shutdown_grace: 20s, backoff: 1s, backoff_max: 5s, max_attempts: 1000,
-                    lock_timeout: 20s}}
+                    lock_timeout: 20s, late_request_horizon: {LATE_REQUEST_HORIZON:.0f}s}}
             """
         )
         path = self.work / f"{name}.yaml"
@@ -595,6 +599,7 @@ class Trial:
             operator.finish(ONEOFF_TIMEOUT)
             self.problems.extend(operator.errors)
             self._settle(180.0)
+            self._wait_for_late_sweeps(LATE_REQUEST_HORIZON + 30.0)
             self._done.set()  # from here on, exits are ours
             watcher.join(5)
             sampler.join(30)
@@ -706,6 +711,20 @@ class Trial:
             time.sleep(1.0)
         names = ", ".join(f"{i.action} {i.time} ({i.state.name.lower()})" for i in pending[:5])
         self.problems.append(f"still pending {timeout:.0f} s after the faults stopped: {names}")
+
+    def _wait_for_late_sweeps(self, timeout: float) -> None:
+        """Until no replica has a sweep of late files planned (``hoodied_late_sweeps_pending``; the last is
+        at the horizon after the takeover), or ``timeout``: a file a held request lands must be gone by then,
+        as it is in production once the store's horizon passed."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pending = {r.name: _late_sweeps_pending(r.port) for r in self.replicas.values()}
+            if not any(pending.values()):
+                return
+            time.sleep(1.0)
+        self.problems.append(
+            f"late-file sweeps still planned {timeout:.0f} s after the faults stopped: {pending}"
+        )
 
     def _stop_replicas(self) -> None:
         for replica in self.replicas.values():
@@ -877,6 +896,26 @@ def _get(port: int, path: str) -> int | None:
         return int(e.code)
     except OSError:
         return None
+
+
+def _late_sweeps_pending(port: int) -> int:
+    """The late-file sweeps the daemon serving metrics on ``port`` has planned (0 when it does not answer:
+    a dead replica sweeps nothing, and the replica polling the table took its sweeps over)."""
+    if not port:
+        return 0
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode("utf-8", "replace")
+    except OSError:
+        return 0
+    return int(
+        sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("hoodied_late_sweeps_pending{")
+        )
+    )
 
 
 def _tail(log: Path, lines: int = 20) -> str:
