@@ -56,6 +56,7 @@ from hoodied.keys import check_keys
 if TYPE_CHECKING:
     from hoodie.lock import LockProvider
     from hoodie.storage import Storage
+    from hoodie.write.late_files import LateFiles
 
 
 def _cmd_read(args: argparse.Namespace) -> int:
@@ -382,6 +383,7 @@ def _run_pending(
     except ClaimHeld as e:  # another command on this machine runs it: as with a live lease, exit 3
         print(f"{name} {instant} is being run by another command on this machine: {e}")
         return 3
+    late: list[LateFiles] = []  # where attempts this run voided may land files late (a takeover's)
     try:
         spark = spark_session(SparkConfig(master=args.spark_master, conf=spark_conf)) if use_spark else None
         while True:
@@ -396,6 +398,7 @@ def _run_pending(
                     fence=claim.check,
                     replica="hoodied-cli",
                     foreign_after=0.0 if args.take_over else NEVER,
+                    late_files=late.append,
                 )
                 break
             except NothingToDo as e:
@@ -420,11 +423,28 @@ def _run_pending(
                 return 3
     finally:
         claim.release()
+        _sweep_late_files(storage, late)
     print(
         f"completed {name} {instant}: {run.done.summary}, in {run.seconds:.1f} s ({run.tasks} task(s) "
         + ("on Spark)" if run.on_executors else "in this process)")
     )
     return 0
+
+
+def _sweep_late_files(storage: Storage, late: list[LateFiles]) -> None:
+    """Sweep once what the attempts a takeover voided landed late (:mod:`hoodie.write.late_files`); a daemon
+    polling the table finds the void decisions after the rollback and sweeps again until the horizon."""
+    for files in late:
+        try:
+            deleted = files.sweep(storage)
+        except (HoodieError, OSError) as e:
+            print(f"cannot sweep the late files of {files.instant_time}: {e}", file=sys.stderr)
+            continue
+        print(
+            f"{files.instant_time}: deleted {len(deleted)} file(s) that voided attempt(s) landed late; "
+            "requests still held may land more until jobs.late_request_horizon (a daemon polling the "
+            "table sweeps them)"
+        )
 
 
 def _until_lease_expires(storage: Storage, instant: str, settings: Mapping[str, str]) -> float | None:
