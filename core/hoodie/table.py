@@ -65,6 +65,7 @@ from hoodie.timeline.instant import (
     REPLACE_COMMIT,
     RESTORE,
     ROLLBACK,
+    SAVEPOINT,
     Instant,
     State,
     check_time,
@@ -662,15 +663,33 @@ class Table:
 
     def check_time_travel(self, as_of: str) -> None:
         """Raise :class:`~hoodie.errors.TimeTravelRefused` when ``as_of`` is before
-        :meth:`earliest_time_travel`."""
+        :meth:`earliest_time_travel`, unless a completed savepoint is at ``as_of``: the cleaner keeps every
+        file a savepoint names (the latest slices as of its commit), so a savepoint can always be read, also
+        after a restore to it. Hudi's own check refuses those; hudi-rs answers them.
+
+        The refusal names only instants the table has: the earliest commit the cleaner retained may have been
+        rolled back since (a restore); the first completed write after it is named instead."""
         earliest = self.earliest_time_travel()
-        if earliest is not None and as_of < earliest:
-            raise TimeTravelRefused(
-                f"time travel to {as_of} on {self.base_path} is refused: the cleaner removed files of the "
-                f"instants before {earliest} (the earliest commit it retained), so the answer would miss "
-                f"rows; the earliest instant that can be read is {earliest} (keep more commits with "
-                "hoodie.clean.commits.retained for older time travel)"
-            )
+        if earliest is None or as_of >= earliest:
+            return
+        completed = self.timeline.completed()
+        if any(i.action == SAVEPOINT and i.time == as_of for i in completed):
+            return
+        readable = next((i.time for i in self.timeline.completed_writes() if i.time >= earliest), None)
+        answer = (
+            f"the earliest instant that can be read is {readable}"
+            if readable is not None
+            else "only the latest snapshot can be read"
+        )
+        saved = [i.time for i in completed if i.action == SAVEPOINT and i.time < earliest]
+        if saved:
+            answer += f", and the savepoint(s) at {', '.join(saved)}"
+        raise TimeTravelRefused(
+            f"time travel to {as_of} on {self.base_path} is refused: the cleaner removed files of the "
+            f"instants before {readable or 'the latest write'}, so the answer would miss rows; {answer} "
+            "(keep more commits with hoodie.clean.commits.retained, or savepoint a commit, for older time "
+            "travel)"
+        )
 
     def read_incremental(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,7 @@ from hoodie.clustering.update_strategy import UPDATES_STRATEGY, UpdateStrategy
 from hoodie.compaction.execute import compact_in_process
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.config import TableConfig
-from hoodie.errors import RestoreRefused
+from hoodie.errors import RestoreRefused, TimeTravelRefused
 from hoodie.indexing.execute import run_indexing, schedule_indexing
 from hoodie.lock import FileSystemLock
 from hoodie.metadata.reader import MetadataTableConfig
@@ -165,6 +166,17 @@ def check_restored(
     metadata table (if any) is consistent."""
     assert_same_rows(Table.open(str(root)).read(), expected, KEYS, context=f"{context}: ours")
     assert_same_rows(oracle.rows(root, Query.snapshot()), expected, KEYS, context=f"{context}: hudi-rs")
+    # The savepoint stays readable after the restore, whatever the clean before it retained (issue 35).
+    restored = Table.open(str(root))
+    assert_same_rows(restored.read(as_of=savepoint), expected, KEYS, context=f"{context}: ours as of it")
+    for older in (w.time for w in restored.timeline.completed_writes() if w.time < savepoint):
+        refusal = ""
+        try:
+            restored.read(as_of=older, columns=["_hoodie_record_key"])
+        except TimeTravelRefused as e:
+            refusal = str(e)
+        named = set(re.findall(r"\b\d{17}\b", refusal)) - {older}  # only instants the table has
+        assert named <= {i.time for i in restored.timeline}, f"{context}: {refusal}"
     table = Table.open(str(root))
     restores = [i for i in table.timeline if i.action == RESTORE]
     assert len(restores) == 1, f"{context}: {restores}"

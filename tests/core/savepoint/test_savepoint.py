@@ -20,7 +20,7 @@ from hoodie.clean.execute import clean_in_process
 from hoodie.clean.plan import CleanConfig, CleanPolicy, schedule_clean
 from hoodie.compaction.execute import compact_in_process
 from hoodie.compaction.plan import schedule_compaction
-from hoodie.errors import CommitConflict, SavepointRefused
+from hoodie.errors import CommitConflict, SavepointRefused, TimeTravelRefused
 from hoodie.lock import FileSystemLock
 from hoodie.log.log_file import LogFile
 from hoodie.savepoint.savepoint import (
@@ -142,6 +142,15 @@ def test_a_savepoint_holds_the_latest_slices_as_of_its_commit(
     later = root.parent / "later"
     shutil.copytree(root, later)  # a new root: the oracle caches its answers per root
     assert_same_rows(hudi_oracle.rows(later, Query.snapshot(as_of=t)), expected, KEYS, context="as of t")
+    # Ours too: a savepoint is read although the clean retained only later commits (Hudi's check refuses).
+    cleaned = Table.open(str(later))
+    retained = cleaned.earliest_time_travel()
+    assert retained is not None
+    assert t < retained
+    assert_same_rows(cleaned.read(as_of=t), expected, KEYS, context="ours as of the savepoint")
+    before_t = _writes(root)[0]
+    with pytest.raises(TimeTravelRefused, match=f"and the savepoint\\(s\\) at {t}"):
+        cleaned.read(as_of=before_t)
 
 
 def test_refusals_write_nothing(tmp_path: Path) -> None:
