@@ -10,7 +10,9 @@ method   path                                        what
 =======  ==========================================  ====================================================
 GET      ``/``                                       the HTML status page (:mod:`hoodied.status_page`)
 GET      ``/api/v1/status``                          this replica's status (JSON; as ``/status``)
-GET      ``/api/v1/tables``                          every table: control state, backlog, pending, next
+GET      ``/api/v1/tables``                          the tables: control state, backlog, pending, next; a
+                                                     page of them (``offset``, ``limit``, ``order``, as
+                                                     ``/status``: :mod:`hoodied.status`), the next in ``Link``
 GET      ``/api/v1/tables/<table>``                  one table
 GET      ``/api/v1/tables/<table>/history?limit=N``  the table's history, newest first
 POST     ``/api/v1/tables/<table>/<command>``        pause, resume, drain, trigger, cancel, retry; body:
@@ -56,7 +58,8 @@ from hoodied.commit_callback import SOURCE, CommitCallback
 from hoodied.control import Command, ControlError, ControlStore, NotPending, check_one_line, read_token
 from hoodied.history import read_history
 from hoodied.metrics import Metrics
-from hoodied.status_page import HISTORY_LIMIT, OVERVIEW_LIMIT, render_status_page, urgency
+from hoodied.status import StatusQuery
+from hoodied.status_page import HISTORY_LIMIT, OVERVIEW_LIMIT, render_status_page
 from hoodied.work import WatchedTable
 
 logger = logging.getLogger(__name__)
@@ -93,7 +96,9 @@ class Api:
         self,
         *,
         replica: str,
-        status: Callable[[], dict[str, object]],  # every table, without history (hoodied.daemon)
+        status: Callable[
+            [StatusQuery], dict[str, object]
+        ],  # the tables asked for, no history (hoodied.daemon)
         tables: Callable[[], list[WatchedTable]],
         store: ControlStore | None,
         token_file: str | None,
@@ -118,19 +123,25 @@ class Api:
             page = render_status_page(self._page_status())  # which redacts every value it shows
             return Reply(HTTPStatus.OK, HTML, page.encode("utf-8"))
         parts = [unquote(p) for p in path.removeprefix("/api/v1").strip("/").split("/") if p]
-        if parts == ["status"]:
-            return _json(HTTPStatus.OK, self._status())
+        if parts == ["status"] or parts == ["tables"]:
+            try:
+                selected = StatusQuery.parse(query)  # a fleet is paged (hoodied.status)
+            except ValueError as e:
+                return _error(HTTPStatus.BAD_REQUEST, str(e))
+            status = self._status(selected)
+            if parts == ["status"]:
+                return _json(HTTPStatus.OK, status)
+            after = status.get("next")
+            link = {"Link": f'</api/v1/tables?{after}>; rel="next"'} if isinstance(after, str) else {}
+            return _json(HTTPStatus.OK, status.get("tables"), link)
         if parts[:1] != ["tables"]:
             return _error(HTTPStatus.NOT_FOUND, f"no such path: {path}")
-        tables = self._status().get("tables")
-        tables = tables if isinstance(tables, Mapping) else {}
-        if len(parts) == 1:
-            return _json(HTTPStatus.OK, tables)
         table = self._table(parts[1])
         if table is None:
             return _error(HTTPStatus.NOT_FOUND, f"no table {parts[1]!r}")
         if len(parts) == 2:
-            one = dict(tables.get(table.name, {}))
+            tables = self._status(StatusQuery(names=frozenset({table.name}))).get("tables")
+            one = dict(tables.get(table.name, {})) if isinstance(tables, Mapping) else {}
             one["history"] = [r.to_json() for r in read_history(table.storage, limit=HISTORY_LIMIT)]
             return _json(HTTPStatus.OK, one)
         if parts[2:] == ["history"]:
@@ -228,27 +239,20 @@ class Api:
         return None
 
     def _page_status(self) -> dict[str, object]:
-        """The status with the recent history of the tables the page details (the most urgent
-        :data:`~hoodied.status_page.OVERVIEW_LIMIT`): a big fleet's page reads a few hundred histories, not
-        every table's."""
-        status = self._status()
+        """The status of the tables the page details (the most urgent
+        :data:`~hoodied.status_page.OVERVIEW_LIMIT`), with their recent history: a big fleet's page builds
+        and reads a few hundred tables, not every one (the counts over all come in its ``summary``)."""
+        status = self._status(StatusQuery(limit=OVERVIEW_LIMIT, order="urgency"))
         tables = status.get("tables")
         if not isinstance(tables, dict):
             return status
-        by_name = {t.name: t for t in self._tables()}
-
-        def rank(name: str) -> tuple[float, str]:
-            value = urgency(tables[name]) if isinstance(tables[name], Mapping) else None
-            return (-(value or 0.0), name)
-
-        for name in sorted(tables, key=rank)[:OVERVIEW_LIMIT]:
+        by_name = {t.name: t for t in self._tables() if t.name in tables}
+        for name, record in tables.items():
             watched = by_name.get(name)
-            if watched is None or not isinstance(tables[name], dict):
+            if watched is None or not isinstance(record, dict):
                 continue
             try:
-                tables[name]["history"] = [
-                    r.to_json() for r in read_history(watched.storage, limit=HISTORY_LIMIT)
-                ]
+                record["history"] = [r.to_json() for r in read_history(watched.storage, limit=HISTORY_LIMIT)]
             except Exception as e:  # the page shows what it can
                 logger.debug("cannot read the history of %s: %s", name, e)
         return status

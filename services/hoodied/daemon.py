@@ -61,6 +61,7 @@ from hoodied.queue_listener import QueueListener
 from hoodied.s3_events import SqsListener, SqsSource
 from hoodied.signals import StopSignals
 from hoodied.spark import SparkConfig, spark_session
+from hoodied.status import StatusQuery, select, summarize, table_status, who
 from hoodied.supervisor import Supervisor
 from hoodied.urgency import urgency
 from hoodied.work import WatchedTable, read_last_results
@@ -188,14 +189,18 @@ class Daemon:
         self.zookeeper = _zookeeper(self.config, self.metrics, self.heartbeats)
         return ZooKeeperCoordination(self.zookeeper, self.config.zookeeper, self.metrics, timeout)
 
-    def status(self) -> dict[str, object]:
-        """What ``/status``, ``/api/v1`` and the status page serve: this replica's view of its tables (the
-        API adds the histories it shows: :mod:`hoodied.api`)."""
+    def status(self, query: StatusQuery | None = None) -> dict[str, object]:
+        """What ``/status``, ``/api/v1`` and the status page serve: this replica's view of the tables
+        ``query`` selects (:mod:`hoodied.status`: by default the first :data:`~hoodied.status.DEFAULT_LIMIT`
+        by name), with counts over every table (``summary``), and where the next page starts (``next``: the
+        query string, or None). The API adds the histories it shows (:mod:`hoodied.api`)."""
+        query = query or StatusQuery()
         supervisor = self.supervisor
         tables = supervisor.tables() if supervisor else []
+        chosen, after = select(tables, query)
         holders: dict[str, Mapping[str, object]] = {}
         if supervisor is not None:
-            for t in tables:
+            for t in chosen:
                 if not t.pending or not any(t.pending.values()):
                     continue
                 try:
@@ -216,7 +221,9 @@ class Daemon:
                 }
                 for i in (supervisor.running if supervisor else [])
             ],
-            "tables": {t.name: _table_status(t, holders) for t in tables},
+            "summary": summarize(tables),
+            "tables": {t.name: table_status(t, holders) for t in chosen},
+            "next": query.to_query(after) if after is not None else None,
             # Roots that do not exist or cannot be read, and the paths merged into one table, said here as
             # well as in the log (hoodied.discovery).
             "discovery": supervisor.discovery() if supervisor else [],
@@ -402,52 +409,6 @@ def start_polling(poll: Callable[[], None], interval: float, jitter: float) -> B
     return scheduler
 
 
-def _table_status(t: WatchedTable, holders: Mapping[str, Mapping[str, object]]) -> dict[str, object]:
-    """One table as the status serves it (the shape :mod:`hoodied.status_page` renders)."""
-    control = t.control
-    note = control.note
-    backlog: dict[str, object] = {}
-    if t.backlog is not None and t.config is not None:
-        backlog = t.backlog.to_json(InstantTimeGenerator().now_in_zone(t.config))
-    return {
-        "uri": redact_uri(t.uri),
-        "identity": t.identity,
-        "control": {
-            "state": control.state,
-            **({"by": note.by, "reason": note.reason, "at": note.at} if note else {}),
-            "triggers": {s: n.to_json() for s, n in control.triggers.items()},
-            "cancelled": {s: n.to_json() for s, n in control.cancelled.items()},
-        },
-        "priority": t.settings.priority,
-        "max_concurrent_jobs": t.settings.max_concurrent_jobs,
-        "poll_interval": t.poll_interval,
-        "polled_by": t.owner,
-        "poll_overran": t.overran,
-        "urgency": {
-            s: urgency(s, t.backlog, t.settings.priority) for s, instants in t.pending.items() if instants
-        },
-        "backlog": backlog,
-        "pending": [
-            {
-                "action": s,
-                "instant": i.time,
-                "state": i.state.name.lower(),
-                "claimed_by": _who(holders[k])
-                if (k := f"{t.key}/{claim_name(s, i.time)}") in holders
-                else None,
-            }
-            for s, instants in t.pending.items()
-            for i in instants
-        ],
-        "next": dict(t.next),
-        "blocked": {s: code for s, (code, _) in t.blocked.items()},
-        "last_error": t.last_error,
-        "schedule_error": t.schedule_error,
-        "held": t.held,
-        "last_results": {s: o.__dict__ for s, o in t.last_results.items()},
-    }
-
-
 def status_report(config: DaemonConfig) -> list[dict[str, object]]:
     """``hoodied status``: per table, its pending instants, who holds each claim, the operators' control
     state, the backlog, why each service's next instant is or is not due, and the last results any replica
@@ -551,7 +512,7 @@ def _explain_offline(
     for name, instants in t.pending.items():
         claimed = claims.get(claim_name(name, instants[0].time)) if instants else None
         if name in out and claimed is not None:
-            out[name] = f"{instants[0].time} running on {_who(claimed)}"
+            out[name] = f"{instants[0].time} running on {who(claimed)}"
     return out
 
 
@@ -575,15 +536,15 @@ def format_status(report: list[dict[str, object]]) -> str:
             holder = claims.get(name)
             owners = entry.get("inflight")
             owner = owners.get(name) if isinstance(owners, Mapping) else None
-            who = f"claimed by {_who(holder)}" if holder else f"unclaimed; {owner}" if owner else "unclaimed"
-            lines.append(f"  pending {p['action']:<13} {p['instant']}  {p['state']:<9} {who}")
+            by = f"claimed by {who(holder)}" if holder else f"unclaimed; {owner}" if owner else "unclaimed"
+            lines.append(f"  pending {p['action']:<13} {p['instant']}  {p['state']:<9} {by}")
         if not pending:
             lines.append("  nothing pending")
         control = entry.get("control")
         if isinstance(control, Mapping) and control.get("state") != "active":
             note = control.get("note")
-            who = f" by {note.get('by')}: {note.get('reason')}" if isinstance(note, Mapping) else ""
-            lines.append(f"  {control.get('state')}{who}")
+            noted = f" by {note.get('by')}: {note.get('reason')}" if isinstance(note, Mapping) else ""
+            lines.append(f"  {control.get('state')}{noted}")
         backlog = entry.get("backlog")
         if isinstance(backlog, Mapping):
             lines.append(
@@ -612,12 +573,6 @@ def format_status(report: list[dict[str, object]]) -> str:
 
 def _service_of(action: str) -> str:
     return {"replacecommit": "clustering"}.get(action, action)
-
-
-def _who(holder: object) -> str:
-    if isinstance(holder, Mapping):
-        return f"{holder.get('replica', '?')} ({holder.get('host', '?')}:{holder.get('pid', '?')})"
-    return str(holder)
 
 
 def status_json(report: list[dict[str, object]]) -> str:

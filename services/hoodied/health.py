@@ -9,8 +9,9 @@ and the small HTTP server that answers them with the metrics.
   and at least one poll has succeeded. A daemon that is not ready should get no new work routed to it.
 
 :class:`HealthServer` serves ``GET /metrics`` (Prometheus text), ``/healthz`` and ``/readyz`` (200 or 503 with
-the :class:`HealthReport` as JSON), ``/status`` (JSON of whatever the daemon reports, credentials in URIs
-redacted: :func:`hoodie.storage.redact.dumps_redacted`), and, given an :class:`~hoodied.api.Api`, the status
+the :class:`HealthReport` as JSON), ``/status`` (JSON of whatever the daemon reports for the tables the query
+string selects, :class:`~hoodied.status.StatusQuery`, credentials in URIs redacted:
+:func:`hoodie.storage.redact.dumps_redacted`), and, given an :class:`~hoodied.api.Api`, the status
 page ``GET /`` and the API ``/api/v1`` (``POST`` too) on the configured ``metrics.host`` (every interface by
 default, as a pod's probes and Prometheus need; the class itself defaults to loopback). Anyone who reaches
 the port can talk to it, so it is built to face a hostile network.
@@ -67,6 +68,7 @@ from waitress.task import ThreadedTaskDispatcher, WSGITask
 
 from hoodie.storage.redact import dumps_redacted, redact_uris
 from hoodied.metrics import Metrics
+from hoodied.status import StatusQuery
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -322,7 +324,7 @@ class _Server(TcpWSGIServer):
             wasyncore.close_all(self.socket_map, ignore_all=True)
 
 
-def _no_status() -> object:
+def _no_status(query: StatusQuery) -> object:
     return {}
 
 
@@ -350,7 +352,7 @@ class HealthServer:
         metrics: Metrics,
         heartbeats: Heartbeats,
         poll_interval: float,
-        status_fn: Callable[[], object] = _no_status,
+        status_fn: Callable[[StatusQuery], object] = _no_status,
         host: str = "127.0.0.1",
         port: int = 0,
         *,
@@ -480,8 +482,12 @@ class HealthServer:
             status = HTTPStatus.OK if report.ok else HTTPStatus.SERVICE_UNAVAILABLE
             return _Answer(status, _JSON, report.to_json().encode())
         if path == "/status":
+            try:
+                selected = StatusQuery.parse(query)  # which tables (hoodied.status: a fleet is paged)
+            except ValueError as e:
+                return _json_answer(HTTPStatus.BAD_REQUEST, {"error": str(e)})
             # No indent: with one, json's pure-Python encoder runs (three times slower on a large fleet).
-            body = dumps_redacted(self.status_fn())
+            body = dumps_redacted(self.status_fn(selected))
             return _Answer(HTTPStatus.OK, _JSON, body.encode())
         return _json_answer(HTTPStatus.NOT_FOUND, {"error": f"no such path: {path}"})
 

@@ -304,7 +304,8 @@ def _overview(
     if total > len(shown):
         out.append(
             f'<p class="muted">{total - len(shown):,} less urgent tables are not shown; '
-            "<code>/status</code> has them all.</p>"
+            "<code>/status</code> has them all, a page at a time (<code>?offset=</code>, "
+            "<code>&amp;limit=</code>).</p>"
         )
     out.append("</section>")
 
@@ -474,12 +475,22 @@ def _details(out: list[str], i: int, name: str, table: Mapping[str, object], u: 
 
 def render_status_page(status: Mapping[str, object], *, limit: int = OVERVIEW_LIMIT) -> str:
     """The status page: a complete HTML5 document for ``status`` (the mapping the daemon serves at
-    ``/status``), showing the ``limit`` most urgent tables."""
+    ``/status``), showing the ``limit`` most urgent of its tables. The counts over the fleet are its
+    ``summary`` (:func:`hoodied.status.summarize`: a large fleet's status holds only the tables shown),
+    else counted from its tables."""
     replica = status.get("replica")
     tables = _mapping(status.get("tables"))
     running = _records(status.get("running"))
-    states = [_state(_mapping(t)) for t in tables.values()]
-    with_errors = sum(1 for t in tables.values() if _errors(_mapping(t)))
+    summary = _mapping(status.get("summary"))
+    counted = _mapping(summary.get("states"))
+    if summary:
+        total = _number(summary.get("tables")) or 0
+        paused, draining = (int(_number(counted.get(s)) or 0) for s in ("paused", "draining"))
+        with_errors = int(_number(summary.get("with_errors")) or 0)
+    else:
+        states = [_state(_mapping(t)) for t in tables.values()]
+        total, paused, draining = len(tables), states.count("paused"), states.count("draining")
+        with_errors = sum(1 for t in tables.values() if _errors(_mapping(t)))
     shown = _most_urgent(tables, limit)
 
     title = "hoodied" + (f" · {_esc(replica)}" if replica else "")
@@ -500,20 +511,20 @@ def render_status_page(status: Mapping[str, object], *, limit: int = OVERVIEW_LI
     out.append(" · ".join(facts))
     out.append("</p></header><main>")
 
-    summary = [
-        f"<strong>{_plural(len(tables), 'table')}</strong>",
+    line = [
+        f"<strong>{_plural(int(total), 'table')}</strong>",
         f"<strong>{_plural(len(running), 'running job')}</strong>",
-        f"<strong>{states.count('paused'):,}</strong> paused",
+        f"<strong>{paused:,}</strong> paused",
     ]
-    if states.count("draining"):
-        summary.append(f"<strong>{states.count('draining'):,}</strong> draining")
-    summary.append(
+    if draining:
+        line.append(f"<strong>{draining:,}</strong> draining")
+    line.append(
         f"<strong{' class=err' if with_errors else ''}>{_plural(with_errors, 'table')} with errors</strong>"
     )
-    out.append(f'<p class="summary" role="status">{" · ".join(summary)}</p>')
+    out.append(f'<p class="summary" role="status">{" · ".join(line)}</p>')
 
     _running(out, running)
-    _overview(out, shown, len(tables))
+    _overview(out, shown, int(total))
     if shown:
         out.append('<section aria-labelledby="details"><h2 id="details">Table details</h2>')
         for i, (name, table, u) in enumerate(shown):

@@ -271,7 +271,7 @@ def test_api_refuses_changes_without_the_token_and_changes_nothing(tmp_path: Pat
     metrics = Metrics()
     api = Api(
         replica="r0",
-        status=lambda: {"replica": "r0", "tables": {"orders": {"uri": str(root)}}},
+        status=lambda _query: {"replica": "r0", "tables": {"orders": {"uri": str(root)}}},
         tables=lambda: [table],
         store=store,
         token_file=str(token_file),
@@ -330,7 +330,7 @@ def _api_server(
     shown = uri or str(root)
     api = Api(
         replica="r0",
-        status=lambda: {
+        status=lambda _query: {
             "replica": "r0",
             "tables": {"orders": {"uri": shown, "last_error": f"cannot list {shown!r}: timed out"}},
         },

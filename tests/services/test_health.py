@@ -32,6 +32,7 @@ from hoodied.health import (
     readiness,
 )
 from hoodied.metrics import Metrics
+from hoodied.status import StatusQuery
 
 T0 = 1_800_000_000.0  # the daemon started here
 POLL = 30.0  # poll interval: the liveness window is max(3 * 30, 60) = 90 s
@@ -187,7 +188,7 @@ def server(beats: Heartbeats) -> Iterator[HealthServer]:
     metrics = Metrics(version="9.9.9", replica="test")
     metrics.tables.set(3)
     status = {"tables": ["orders"], "since": T0}
-    with HealthServer(metrics, beats, poll_interval=POLL, status_fn=lambda: status) as s:
+    with HealthServer(metrics, beats, poll_interval=POLL, status_fn=lambda _query: status) as s:
         yield s
 
 
@@ -243,7 +244,7 @@ def test_status_and_not_found(server: HealthServer) -> None:
 
 
 def test_a_failing_status_fn_is_a_500(beats: Heartbeats, caplog: pytest.LogCaptureFixture) -> None:
-    def broken() -> object:
+    def broken(query: StatusQuery) -> object:
         raise RuntimeError("status unavailable")
 
     with HealthServer(Metrics(), beats, POLL, status_fn=broken) as server:
@@ -469,7 +470,7 @@ def test_probes_do_not_queue_behind_slow_requests(beats: Heartbeats) -> None:
     release = threading.Event()
     entered = threading.Semaphore(0)
 
-    def slow() -> object:
+    def slow(query: StatusQuery) -> object:
         entered.release()
         release.wait(10)
         return {"slow": True}
@@ -534,7 +535,7 @@ def test_credentials_in_uris_are_redacted_on_status(beats: Heartbeats) -> None:
             }
         }
     }
-    with HealthServer(Metrics(), beats, POLL, status_fn=lambda: status) as server:
+    with HealthServer(Metrics(), beats, POLL, status_fn=lambda _query: status) as server:
         code, _, body = fetch(f"{server.url}/status")
     assert code == 200
     text = body.decode()

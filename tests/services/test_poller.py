@@ -39,11 +39,12 @@ from hoodied.config import DaemonConfig, TableSettings
 from hoodied.control import Command, FileControlStore, apply_command
 from hoodied.coordination import EmbeddedCoordination
 from hoodied.ctl import main_ctl
-from hoodied.daemon import Daemon, _table_status
+from hoodied.daemon import Daemon
 from hoodied.health import Heartbeats
 from hoodied.listing import CONFIG_MAX_AGE, CONFIG_POLLS, QUIET_FOLDER_AGE, config_max_age
 from hoodied.metrics import Metrics
 from hoodied.poller import _same_cause, late_sweep_times
+from hoodied.status import table_status
 from hoodied.supervisor import Supervisor
 from hoodied.work import WatchedTable, WorkItem
 from support.s3_faults import FaultProxy
@@ -684,7 +685,7 @@ def test_a_slow_store_and_a_missing_bucket_hold_up_no_other_table(
         assert by_name[name].polls == polls[name] + 3, name
     assert by_name["slow"].polls == polls["slow"]  # its one poll still runs
     assert by_name["slow"].overran
-    assert _table_status(by_name["slow"], {})["poll_overran"] is True
+    assert table_status(by_name["slow"], {})["poll_overran"] is True
     overruns = supervisor.metrics.exposition().decode()
     assert 'hoodied_table_poll_overruns_total{table="slow"} 1.0' in overruns
 
