@@ -620,19 +620,23 @@ class Poller:
             table.late_sweeps.remove(entry)
             if deleted:
                 self.metrics.late_files_deleted.labels(table.name).inc(len(deleted))
-        self.metrics.late_sweeps_pending.labels(table.name).set(len(table.late_sweeps))
+        if table.late_sweeps or table.late_sweeps_exported:  # no series for a table that never had one
+            self.metrics.late_sweeps_pending.labels(table.name).set(len(table.late_sweeps))
+            table.late_sweeps_exported = True
 
     def _recent_voids(self, table: WatchedTable) -> list[LateFiles]:
         """The recent void decisions of ``table`` (:func:`~hoodie.write.late_files.recent_late_files`) when
         its timeline shows a completed rollback newer than the last one looked after (every takeover rolls
         the attempts it voids back); none otherwise, and none on a listing error (looked for again at the
-        next poll)."""
-        if table.timeline is None:
+        next poll). A timeline already looked at is not looked at again: an idle table costs nothing here."""
+        if table.timeline is None or table.timeline is table.voids_timeline:
             return []
-        rollbacks = [i.time for i in table.timeline.completed() if i.action == ROLLBACK]
+        timeline = table.timeline
+        rollbacks = [i.time for i in timeline.completed() if i.action == ROLLBACK]
         if not rollbacks or (
             table.voids_looked_after is not None and rollbacks[-1] <= table.voids_looked_after
         ):
+            table.voids_timeline = timeline
             return []
         try:
             found = recent_late_files(table.storage, horizon=self.config.jobs.late_request_horizon)
@@ -646,6 +650,7 @@ class Poller:
             )
             return []
         table.voids_looked_after = rollbacks[-1]
+        table.voids_timeline = timeline
         return found
 
     def _measure(self, table: WatchedTable) -> None:

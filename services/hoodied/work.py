@@ -126,6 +126,10 @@ class WatchedTable:
     #: The newest completed rollback its poller looked for recent void decisions after (None: none yet):
     #: sweeps outlive the replica that voided (hoodie.write.late_files.recent_late_files).
     voids_looked_after: str | None = None
+    #: The timeline that look was made on (the next is made on a newer one), and whether the table's
+    #: hoodied_late_sweeps_pending series exists (made at its first sweep: an idle fleet exports none).
+    voids_timeline: Timeline | None = None
+    late_sweeps_exported: bool = False
     #: Why an unclaimed inflight instant is left alone (not started by hoodied, owner maybe alive), by time.
     foreign: dict[str, str] = field(default_factory=dict)
     last_results: dict[str, JobOutcome] = field(default_factory=dict)
