@@ -36,6 +36,7 @@ Every key, its default and its meaning (the README's configuration reference is 
       port: 9464                  # 0: a free port (logged); null: no HTTP server
       read_timeout: 10s           # a connection has this long to send its request, then is cut off
       max_connections: 32         # connections served at once; more are answered 503
+      zero_series_max_tables: 2000  # job counters exist at 0 from the first poll for fleets up to this
     logging:
       level: INFO
       format: text                # text | json
@@ -363,6 +364,9 @@ class MetricsSettings:
     port: int | None = 9464
     read_timeout: float = 10.0
     max_connections: int = 32
+    #: A replica watching more tables than this makes a table's job counters at its first job, not at 0
+    #: from its first poll (35 series a table: 100,000 idle tables held 3.5 GB of them).
+    zero_series_max_tables: int = 2000
 
 
 @dataclass(frozen=True)
@@ -679,6 +683,7 @@ def _metrics(s: _Section) -> MetricsSettings:
         port=port,
         read_timeout=s.get("read_timeout", 10.0, parse_duration),
         max_connections=s.get("max_connections", 32, _int(1)),
+        zero_series_max_tables=s.get("zero_series_max_tables", 2000, _int(0)),
     )
     s.done()
     return out

@@ -750,7 +750,8 @@ class Poller:
         assert table.config is not None
         view = Table(table.storage, table.config, table.timeline)
         self.metrics.active_timeline_instants.labels(table=table.name).set(len(table.timeline))
-        self.metrics.count_from_zero(table.name, table.settings.services)
+        if len(self._tables) <= self.config.metrics.zero_series_max_tables:
+            self.metrics.count_from_zero(table.name, table.settings.services)
         pending: dict[str, list[Instant]] = {s.name: s.pending(view) for s in SERVICES if s.has_instants}
         table.pending = pending
         now_wall = time.time()

@@ -857,3 +857,28 @@ def test_a_store_error_told_again_with_another_latency_is_the_same_cause() -> No
     two = "StoreRefused: cannot list s3://b/t/.hoodie: Error performing GET in 13.817901ms - 404 NoSuchBucket"
     assert _same_cause(one) == _same_cause(two)
     assert _same_cause(one) != _same_cause(one.replace("404 NoSuchBucket", "403 AccessDenied"))
+
+
+@pytest.mark.parametrize("most", [3, 2])
+def test_job_counters_exist_at_zero_only_for_fleets_up_to_a_size(tmp_path: Path, most: int) -> None:
+    """Job counters at 0 from a table's first poll cost 35 series a table: a replica watching more tables
+    than metrics.zero_series_max_tables leaves them to the table's first job."""
+    uris = _local_fleet(tmp_path, 3)
+    config = DaemonConfig.parse(
+        f"metrics: {{port: null, zero_series_max_tables: {most}}}\nspark: {{fair_pools: false}}\n"
+        f"{EVERY_POLL}tables: [{', '.join(repr(u) for u in uris)}]"
+    )
+    daemon = Daemon(config)
+    daemon.supervisor = Supervisor(
+        config,
+        EmbeddedCoordination(daemon.metrics),
+        daemon.metrics,
+        daemon.heartbeats,
+        _no_spark,
+        control=FileControlStore(tmp_path / "state"),
+    )
+    daemon.supervisor.poll()
+    started = daemon.metrics.registry.get_sample_value(
+        "hoodied_jobs_started_total", {"table": "t00", "action": "compaction"}
+    )
+    assert started == (0.0 if most >= 3 else None)
