@@ -44,6 +44,7 @@ from hoodied.azure_events import AzureQueueListener, AzureQueueRefused, AzureQue
 from hoodied.change_events import ChangeEvents
 from hoodied.commit_callback import CommitCallback
 from hoodied.config import DaemonConfig, TableSettings
+from hoodied.config_reload import ConfigFile
 from hoodied.control import ControlStore, FileControlStore, ZooKeeperControlStore, default_state_dir
 from hoodied.coordination import (
     Coordination,
@@ -162,7 +163,13 @@ class Daemon:
         self._spark_lock = threading.Lock()
         self._work_dir: str | None = None
         self.supervisor: Supervisor | None = None
-        self._signals = StopSignals(self._on_stop_signal)
+        #: The file the configuration came from, read again on SIGHUP and when it changes (none for a
+        #: configuration given as text: tests, embedding).
+        self.config_file = ConfigFile(config.source) if os.path.isfile(config.source) else None
+        self._restart_needed: tuple[str, ...] = ()
+        self._signals = StopSignals(
+            self._on_stop_signal, on_reload=self.config_file.request if self.config_file else None
+        )
         self._polling = threading.Lock()  # held by the poll under way (see _drain)
         #: Change events (commit callbacks, S3 event queues): a table they name is polled at once.
         self.events = ChangeEvents()
@@ -227,6 +234,11 @@ class Daemon:
             # Roots that do not exist or cannot be read, and the paths merged into one table, said here as
             # well as in the log (hoodied.discovery).
             "discovery": supervisor.discovery() if supervisor else [],
+            "config": {
+                "source": self.config.source,
+                "error": self.config_file.error if self.config_file else None,
+                "restart_needed": list(self._restart_needed),
+            },
         }
 
     def run(self, *, once: bool = False, handle_signals: bool = True) -> int:
@@ -319,10 +331,43 @@ class Daemon:
             if self.shutdown.is_set():
                 return
             try:
+                self._reload_config()
                 self.supervisor.poll()
             except Exception as e:  # the schedule must survive anything a poll throws
                 self.heartbeats.last_error = f"{type(e).__name__}: {e}"
                 logger.exception("poll failed")
+
+    def _reload_config(self) -> None:
+        """Read the configuration file again when SIGHUP asked for it or it changed, and watch its tables
+        from this poll on (:mod:`hoodied.config_reload`); a bad file leaves the old one in force."""
+        if self.config_file is None or not self.config_file.due():
+            return
+        assert self.supervisor is not None
+        result = self.config_file.reload(self.config)
+        if result.error is not None:
+            logger.error("configuration not reloaded, the old one stays in force: %s", result.error)
+            self.metrics.config_reloads.labels("refused").inc()
+            self.metrics.config_reload_ok.set(0)
+            return
+        self.metrics.config_reload_ok.set(1)
+        if result.restart_needed and result.restart_needed != self._restart_needed:
+            logger.warning(
+                "configuration %s: %s changed, which applies only at a restart",
+                self.config_file.path,
+                ", ".join(result.restart_needed),
+            )
+        self._restart_needed = result.restart_needed
+        if not result.changed:
+            return
+        self.config = result.config
+        self.supervisor.reconfigure(result.config)
+        self.metrics.config_reloads.labels("applied").inc()
+        logger.info(
+            "configuration %s reloaded: %d table entries, %d discovery roots",
+            self.config_file.path,
+            len(result.config.tables),
+            len(result.config.discover),
+        )
 
     def _drain(self) -> None:
         assert self.supervisor is not None

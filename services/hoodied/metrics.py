@@ -102,6 +102,8 @@ METRIC_NAMES: Final = frozenset(
         "hoodied_orphaned_rollbacks_total",
         "hoodied_late_files_deleted_total",
         "hoodied_late_sweeps_pending",
+        "hoodied_config_reloads_total",
+        "hoodied_config_reload_ok",
         "hoodied_table_poll_interval_seconds",
         "hoodied_storage_requests_total",
         "hoodied_active_timeline_instants",
@@ -296,6 +298,17 @@ class Metrics:
             "deleted by this replica's sweeps (hoodie.write.late_files).",
             ("table",),
         )
+        self.config_reloads = self._counter(
+            "hoodied_config_reloads_total",
+            "Re-reads of the configuration file (SIGHUP, or the file changed) that changed the tables "
+            "watched (outcome=applied) or were refused, the old configuration staying (outcome=refused).",
+            ("outcome",),
+        )
+        self.config_reload_ok = self._gauge(
+            "hoodied_config_reload_ok",
+            "1 unless the last re-read of the configuration file was refused (then 0 until a good one).",
+        )
+        self.config_reload_ok.set(1)
         self.late_sweeps_pending = self._gauge(
             "hoodied_late_sweeps_pending",
             "Sweeps of files that attempts voided by a takeover may still land, planned by this replica and "

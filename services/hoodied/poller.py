@@ -205,7 +205,10 @@ class Poller:
         names: set[str] = set()
         for identity, (uri, name, settings) in wanted.items():
             if identity in self._tables:
-                names.add(self._tables[identity].name)
+                watched = self._tables[identity]
+                names.add(watched.name)
+                if watched.settings != settings:  # a reloaded configuration (hoodied.config_reload)
+                    self._resettle(watched, settings)
                 continue
             label = name or _label(uri)
             while label in names:  # two discovered tables with one folder name: keep labels unique
@@ -225,6 +228,27 @@ class Poller:
             self.metrics.forget_table(gone.name)
             logger.info("no longer watching table %s (%s)", gone.name, redact_uri(gone.uri))
         self.metrics.tables.set(len(self._tables))
+
+    def reconfigure(self, config: DaemonConfig) -> None:
+        """Watch the tables of ``config`` from the next poll on (a file read again:
+        :mod:`hoodied.config_reload`): its entries and roots are read, and discovery scans again, at once."""
+        self.config = config
+        self._discovered_at = float("-inf")
+
+    def _resettle(self, table: WatchedTable, settings: TableSettings) -> None:
+        """Give a watched table its new ``settings`` (its storage opened again when its options changed); it
+        is due at once, so that what they change (services, schedule, triggers) applies at the next poll."""
+        if settings.storage_options != table.settings.storage_options:
+            table.storage = Storage.for_uri(table.uri, dict(settings.storage_options))
+        table.settings = settings
+        self._restart_interval(table)
+        logger.info(
+            "table %s (%s): new settings: services %s, scheduling %s",
+            table.name,
+            redact_uri(table.uri),
+            ",".join(settings.services),
+            ",".join(settings.schedule) or "none",
+        )
 
     def _scan(self, i: int, root: DiscoveryRoot) -> Discovery:
         """Scan ``discover[i]``; a scan that fails keeps the tables of the root's last good scan (a store that

@@ -9,7 +9,8 @@ campaign). Logging from a handler has the same kind of hazard with a stream's bu
 So the handler installed here does nothing: Python's C-level handler writes each signal's number to a pipe
 (:func:`signal.set_wakeup_fd`), and a thread reading that pipe calls ``on_signal(signum, count)``, where it
 may take any lock, log, set events or exit. ``count`` is how many stop signals came so far (the second one
-usually means "hurry", the third "now").
+usually means "hurry", the third "now"). SIGHUP, when an ``on_reload`` is given, calls it instead (the
+configuration is read again: :mod:`hoodied.config_reload`) and counts as no stop.
 """
 
 from __future__ import annotations
@@ -33,9 +34,16 @@ class StopSignals:
     One at a time per process: :func:`signal.set_wakeup_fd` has one slot, which :meth:`install` takes
     (it refuses when another is installed) and :meth:`restore` gives back."""
 
-    def __init__(self, on_signal: Callable[[int, int], None], signums: Sequence[int] = STOP_SIGNALS) -> None:
+    def __init__(
+        self,
+        on_signal: Callable[[int, int], None],
+        signums: Sequence[int] = STOP_SIGNALS,
+        *,
+        on_reload: Callable[[], None] | None = None,
+    ) -> None:
         self._on_signal = on_signal
-        self._signums = tuple(signums)
+        self._on_reload = on_reload  # SIGHUP, when given: not a stop, not counted
+        self._signums = tuple(signums) + ((signal.SIGHUP,) if on_reload is not None else ())
         self._previous: dict[int, Any] = {}
         self._pipe: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
@@ -87,6 +95,12 @@ class StopSignals:
                 return
             for signum in data:  # one byte per signal: its number
                 if signum not in self._signums:
+                    continue
+                if signum == signal.SIGHUP and self._on_reload is not None:
+                    try:
+                        self._on_reload()
+                    except Exception:
+                        logger.exception("handling SIGHUP")
                     continue
                 self.count += 1
                 try:

@@ -89,6 +89,12 @@ class Supervisor:
     def refresh_tables(self) -> None:
         self.poller.refresh_tables()
 
+    def reconfigure(self, config: DaemonConfig) -> None:
+        """Watch ``config``'s tables from the next poll on (:mod:`hoodied.config_reload`: only its tables and
+        discovery roots differ from the configuration the replica started with)."""
+        self.config = config
+        self.poller.reconfigure(config)
+
     def discovery(self) -> list[dict[str, object]]:
         """Each discovery root as its last scan saw it (tables found, paths merged, or why it could not be
         scanned), for ``/status``."""

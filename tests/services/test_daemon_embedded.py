@@ -317,3 +317,85 @@ def test_a_stop_waits_for_the_poll_scheduling_under_the_lock(
     assert not any("cannot schedule" in m for m in stopped), stopped
     pending = Table.open(str(root)).timeline.pending_compactions()
     assert [i.state for i in pending] == [State.REQUESTED]
+
+
+def test_a_reloaded_configuration_watches_a_new_table_without_interrupting_a_job(
+    tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Three tables, then four (the file rewritten in place, as a ConfigMap is): the new table is polled
+    within one poll interval and the compaction running meanwhile completes. A broken file after that is
+    refused: the four tables stay watched, the error is in /status and hoodied_config_reload_ok is 0."""
+    orders = mor_table(tmp_path / "orders", 8, seed=11)
+    quiet = []
+    for i in range(3):
+        root = tmp_path / f"quiet{i}"
+        generate_table(
+            str(root), GenerateSpec(table_version=8, rows=30, commits=1, partitions=1, seed=20 + i)
+        )
+        quiet.append(root)
+
+    def body(tables: list[Path]) -> str:
+        entries = "".join(f"\n          - {{path: {t}, services: [compaction]}}" for t in tables)
+        return f"""
+        metrics: {{port: null}}
+        poll_interval: 1s
+        poll_interval_max: 1s
+        tables:{entries}
+        """
+
+    config = _config(tmp_path, body([orders.root, *quiet[:2]]))
+    path = tmp_path / "hoodied.yaml"
+    monkeypatch.setenv("HOODIE_FAILPOINTS", "compaction.after_inflight=sleep:5")  # on the driver
+    caplog.set_level(logging.INFO)
+    daemon = Daemon(config, spark=spark)
+    assert daemon.config_file is not None
+    runner = threading.Thread(target=lambda: daemon.run(handle_signals=False), daemon=True)
+    runner.start()
+
+    def logged(text: str, timeout: float) -> float:
+        deadline = time.monotonic() + timeout
+        while not any(text in r.getMessage() for r in caplog.records):
+            assert time.monotonic() < deadline, f"not logged within {timeout} s: {text}"
+            time.sleep(0.05)
+        return time.monotonic()
+
+    try:
+        logged("running compaction", 120)  # then held at its failpoint for 5 s
+        assert daemon.supervisor is not None
+        assert len(daemon.supervisor.tables()) == 3
+        path.write_text(textwrap.dedent(body([orders.root, *quiet])))
+        changed = time.monotonic()
+        polled = logged(f"watching table {quiet[2].name}", 30)
+        assert polled - changed < 2 * config.poll_interval + 1.0  # the next poll: within one interval
+        assert daemon.supervisor.running, "the job ended before the reload: it proves nothing"
+        deadline = time.monotonic() + 30
+        while not any(t.name == quiet[2].name and t.listing is not None for t in daemon.supervisor.tables()):
+            assert time.monotonic() < deadline, "the new table was never listed"
+            time.sleep(0.1)
+        assert _sample(daemon, "hoodied_config_reloads_total", outcome="applied") == 1.0
+        # The job running through the reload was not interrupted: it completes.
+        deadline = time.monotonic() + 120
+        while Table.open(str(orders.root)).timeline.pending_compactions():
+            assert time.monotonic() < deadline, "the compaction never completed"
+            time.sleep(0.5)
+        outcomes = list(read_last_results(Storage.for_uri(str(orders.root))).values())
+        assert outcomes, "no result recorded"
+        assert all(o.get("ok") is True for o in outcomes), outcomes
+        assert not any("cancel" in r.getMessage() for r in caplog.records)
+
+        path.write_text("tables: [\n")  # not YAML
+        daemon.config_file.request()  # as SIGHUP does
+        deadline = time.monotonic() + 30
+        while _sample(daemon, "hoodied_config_reload_ok") != 0.0:
+            assert time.monotonic() < deadline, "the broken file was not refused"
+            time.sleep(0.1)
+        status = daemon.status()
+        config_status = status["config"]
+        assert isinstance(config_status, dict)
+        assert "not valid YAML" in str(config_status["error"])
+        assert len(daemon.supervisor.tables()) == 4
+        assert _sample(daemon, "hoodied_config_reloads_total", outcome="refused") == 1.0
+    finally:
+        daemon.stop()
+        runner.join(60)
+    assert not runner.is_alive()

@@ -90,3 +90,32 @@ def test_off_the_main_thread_nothing_is_installed() -> None:
         """
     )
     assert out.strip() == "[False] True"
+
+
+def test_a_sighup_asks_for_a_reload_and_is_no_stop() -> None:
+    """SIGHUP calls ``on_reload`` (the daemon reads its configuration again: hoodied.config_reload) on the
+    signal thread, and does not count towards the stops (a SIGTERM after two SIGHUPs is the first stop)."""
+    out = _run(
+        """
+        import os, signal, threading
+        from hoodied.signals import StopSignals
+
+        reloads, stops = [], []
+        stopped = threading.Event()
+
+        def on_signal(signum, count):
+            stops.append(count)
+            stopped.set()
+
+        signals = StopSignals(on_signal, on_reload=lambda: reloads.append(threading.current_thread().name))
+        assert signals.install()
+        os.kill(os.getpid(), signal.SIGHUP)
+        os.kill(os.getpid(), signal.SIGHUP)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stopped.wait(10)
+        signals.restore()
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL
+        print(reloads, stops)
+        """
+    )
+    assert out.strip() == "['stop-signals', 'stop-signals'] [1]"

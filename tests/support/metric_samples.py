@@ -31,6 +31,7 @@ def touch_everything(m: Metrics) -> None:
     m.orphaned_rollbacks.labels("orders").inc()
     m.late_files_deleted.labels("orders").inc()
     m.late_sweeps_pending.labels("orders").set(0)
+    m.config_reloads.labels("applied").inc()
     m.table_poll_interval_seconds.labels("orders").set(60.0)
     m.count_requests("orders", "poll", {"LIST": 1})
     m.change_events.labels("commit_callback", "queued").inc()
