@@ -65,19 +65,21 @@ def claim_name(action: str, instant_time: str) -> str:
 
 
 class LockObserver(Protocol):
-    """Who is told how long table locks were waited for and held (:class:`~hoodied.metrics.Metrics`)."""
+    """Who is told how long each table's lock was waited for and held (:class:`~hoodied.metrics.Metrics`)."""
 
-    def observe_lock_wait(self, seconds: float) -> None: ...
+    def observe_lock_wait(self, table: str, seconds: float) -> None: ...
 
-    def observe_lock_hold(self, seconds: float) -> None: ...
+    def observe_lock_hold(self, table: str, seconds: float) -> None: ...
 
 
 class TimedLock(AcquireOnEnter):
-    """A :class:`~hoodie.lock.LockProvider` that reports how long each acquire waited and each hold lasted."""
+    """A :class:`~hoodie.lock.LockProvider` that reports how long each acquire of ``table``'s lock waited and
+    each hold lasted."""
 
-    def __init__(self, inner: LockProvider, observer: LockObserver, timeout: float) -> None:
+    def __init__(self, inner: LockProvider, observer: LockObserver, timeout: float, table: str) -> None:
         self._inner = inner
         self._observer = observer
+        self._table = table
         self._acquire_timeout = timeout
         self._held_since: float | None = None
 
@@ -87,12 +89,12 @@ class TimedLock(AcquireOnEnter):
             self._inner.acquire(timeout)
             self._held_since = time.monotonic()
         finally:
-            self._observer.observe_lock_wait(time.monotonic() - started)
+            self._observer.observe_lock_wait(self._table, time.monotonic() - started)
 
     def release(self) -> None:
         self._inner.release()
         if self._held_since is not None:
-            self._observer.observe_lock_hold(time.monotonic() - self._held_since)
+            self._observer.observe_lock_hold(self._table, time.monotonic() - self._held_since)
             self._held_since = None
 
     @property
@@ -120,7 +122,9 @@ class Coordination(Protocol):
     def holders(self, storage: Storage, key: str) -> dict[str, Mapping[str, object]]:
         """Every live claim of a table."""
 
-    def table_lock(self, storage: Storage, config: TableConfig, settings: Mapping[str, str]) -> LockProvider:
+    def table_lock(
+        self, table: str, storage: Storage, config: TableConfig, settings: Mapping[str, str]
+    ) -> LockProvider:
         """A new holder of the table's lock (one per job: lock objects are not shared between threads)."""
 
     def on_lost(self, claim: Claim, callback: Callable[[], None]) -> None:
@@ -171,11 +175,13 @@ class EmbeddedCoordination:
                     out[name] = found
         return out
 
-    def table_lock(self, storage: Storage, config: TableConfig, settings: Mapping[str, str]) -> LockProvider:
+    def table_lock(
+        self, table: str, storage: Storage, config: TableConfig, settings: Mapping[str, str]
+    ) -> LockProvider:
         """The lock the table's writers use without a lock server: the file-system lock of a local table,
         the storage-based lock on an object store (:func:`hoodie.lock.lock_for_table`)."""
         inner = lock_for_table(storage, {**config.props, **settings}, acquire_timeout=self._lock_timeout)
-        return TimedLock(inner, self._observer, self._lock_timeout)
+        return TimedLock(inner, self._observer, self._lock_timeout, table)
 
     def on_lost(self, claim: Claim, callback: Callable[[], None]) -> None:
         """File claims are not lost behind our back (the commit's fence still re-checks them)."""
@@ -222,7 +228,9 @@ class ZooKeeperCoordination:
         key = (props.get(LOCK_KEY) or config.name).strip()
         return f"{base}/{key}"
 
-    def table_lock(self, storage: Storage, config: TableConfig, settings: Mapping[str, str]) -> LockProvider:
+    def table_lock(
+        self, table: str, storage: Storage, config: TableConfig, settings: Mapping[str, str]
+    ) -> LockProvider:
         """Hudi's ZooKeeper lock, unless the table's writers lock otherwise (``hoodie.write.lock.provider``
         naming the storage-based or the file-system lock): then theirs."""
         props = {**config.props, **settings}
@@ -233,7 +241,7 @@ class ZooKeeperCoordination:
             inner = self.zookeeper.table_lock(
                 self.lock_path(config, settings), acquire_timeout=self._lock_timeout
             )
-        return TimedLock(inner, self._observer, self._lock_timeout)
+        return TimedLock(inner, self._observer, self._lock_timeout, table)
 
     def on_lost(self, claim: Claim, callback: Callable[[], None]) -> None:
         register = getattr(claim, "on_lost", None)

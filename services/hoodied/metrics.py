@@ -152,7 +152,7 @@ class Metrics:
         """``version`` defaults to the installed hoodied's, ``replica`` to the host name."""
         self.registry = CollectorRegistry(auto_describe=True)
         # The metrics with a ``table`` label and their label names, for forget_table().
-        self._by_table: list[tuple[Gauge | Counter, tuple[str, ...]]] = []
+        self._by_table: list[tuple[Gauge | Counter | Histogram, tuple[str, ...]]] = []
         self._state_by_table: list[tuple[Gauge | Counter, tuple[str, ...]]] = []  # the gauges alone
         # The label values set per table by set_blocked and set_urgency, so that each replaces only its own.
         self._blocked_series: dict[str, set[tuple[str, ...]]] = {}
@@ -198,9 +198,9 @@ class Metrics:
         )
         self.job_duration_seconds = self._histogram(
             "hoodied_job_duration_seconds",
-            "Wall time of one table-service job, from its start to its commit or failure, by action.",
+            "Wall time of one table-service job, from its start to its commit or failure, by table, action.",
             JOB_DURATION_BUCKETS,
-            ("action",),
+            ("table", "action"),
         )
 
         self.records_written = self._counter(
@@ -243,12 +243,16 @@ class Metrics:
 
         self.claims_held = self._gauge("hoodied_claims_held", "Instant claims this daemon holds now.")
         self.lock_wait_seconds = self._histogram(
-            "hoodied_lock_wait_seconds", "Time spent waiting to acquire a table lock.", LOCK_WAIT_BUCKETS
+            "hoodied_lock_wait_seconds",
+            "Time spent waiting to acquire a table's lock, by table.",
+            LOCK_WAIT_BUCKETS,
+            ("table",),
         )
         self.lock_hold_seconds = self._histogram(
             "hoodied_lock_hold_seconds",
-            "Time a table lock was held (writers of the table wait that long).",
+            "Time a table's lock was held (writers of the table wait that long), by table.",
             LOCK_WAIT_BUCKETS,
+            ("table",),
         )
         self.zookeeper_connected = self._gauge(
             "hoodied_zookeeper_connected",
@@ -425,7 +429,10 @@ class Metrics:
     def _histogram(
         self, name: str, documentation: str, buckets: Sequence[float], labels: tuple[str, ...] = ()
     ) -> Histogram:
-        return Histogram(name, documentation, labels, buckets=buckets, registry=self.registry)
+        histogram = Histogram(name, documentation, labels, buckets=buckets, registry=self.registry)
+        if "table" in labels:  # what this replica did on a table: kept while it is watched, as counters are
+            self._by_table.append((histogram, labels))
+        return histogram
 
     def set_pending(self, table: str, action: str, count: int, oldest_age_seconds: float | None) -> None:
         """Record the pending instants of ``action`` on ``table`` and the age of the oldest (None or 0 when
@@ -505,7 +512,9 @@ class Metrics:
         One walk over the series for all of them (a replica handing 650 tables over walked them 650 times)."""
         self._forget(set(tables), self._state_by_table)
 
-    def _forget(self, tables: set[str], metrics: list[tuple[Gauge | Counter, tuple[str, ...]]]) -> None:
+    def _forget(
+        self, tables: set[str], metrics: Sequence[tuple[Gauge | Counter | Histogram, tuple[str, ...]]]
+    ) -> None:
         for table in tables:
             self._blocked_series.pop(table, None)
             self._urgency_series.pop(table, None)
@@ -545,7 +554,7 @@ class Metrics:
         if not ok and kind not in FAILURE_KINDS:
             raise ValueError(f"job_finished: failure kind {kind!r} is not one of {sorted(FAILURE_KINDS)}")
         self.jobs_running.labels(action).dec()
-        self.job_duration_seconds.labels(action).observe(seconds)
+        self.job_duration_seconds.labels(table, action).observe(seconds)
         if ok:
             self.jobs_succeeded.labels(table, action).inc()
         else:
@@ -576,13 +585,13 @@ class Metrics:
             if n:
                 self.storage_requests.labels(table, service, op).inc(n)
 
-    def observe_lock_wait(self, seconds: float) -> None:
-        """A table lock was acquired (or given up on) after waiting ``seconds``."""
-        self.lock_wait_seconds.observe(seconds)
+    def observe_lock_wait(self, table: str, seconds: float) -> None:
+        """``table``'s lock was acquired (or given up on) after waiting ``seconds``."""
+        self.lock_wait_seconds.labels(table).observe(seconds)
 
-    def observe_lock_hold(self, seconds: float) -> None:
-        """A table lock was released after being held ``seconds``."""
-        self.lock_hold_seconds.observe(seconds)
+    def observe_lock_hold(self, table: str, seconds: float) -> None:
+        """``table``'s lock was released after being held ``seconds``."""
+        self.lock_hold_seconds.labels(table).observe(seconds)
 
     def poll_finished(self, seconds: float, *, ok: bool, now: float) -> None:
         """A supervisor poll over every table ended at ``now`` (Unix time) after ``seconds``."""

@@ -582,7 +582,9 @@ class Poller:
         try:
             orphans = [o for o in orphaned_rollbacks(table.storage, table.timeline) if o.rollback.time in due]
             for orphan in orphans:
-                lock = self.coordination.table_lock(table.storage, table.config, table.settings.hoodie)
+                lock = self.coordination.table_lock(
+                    table.name, table.storage, table.config, table.settings.hoodie
+                )
                 done = finish_orphaned_rollback(table.storage, lock, orphan.rollback.time)
                 if done is not None:
                     self.metrics.orphaned_rollbacks.labels(table.name).inc()

@@ -374,7 +374,7 @@ class Runner:
         service: TableService = service_named(item.service)
         storage = current.storage
         settings = {**current.config.props, **table.settings.hoodie}
-        lock = self.coordination.table_lock(storage, current.config, table.settings.hoodie)
+        lock = self.coordination.table_lock(table.name, storage, current.config, table.settings.hoodie)
         started = self._clock()
         spark = self._spark()
         if self.config.spark.fair_pools:

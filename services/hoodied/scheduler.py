@@ -200,7 +200,7 @@ class Scheduler:
         storage, config = table.storage, table.config
         if service.applies_to(config) is not None:
             return False
-        lock = self.coordination.table_lock(storage, config, table.settings.hoodie)
+        lock = self.coordination.table_lock(table.name, storage, config, table.settings.hoodie)
         done = service.maintain(Table(storage, config, table.timeline), lock, table_settings(table))
         if done.items:
             self.metrics.instants_archived.labels(table=table.name).inc(done.items)
@@ -228,7 +228,7 @@ class Scheduler:
         not_here = service.applies_to(config)
         if not_here is not None:
             return None, not_here
-        lock = self.coordination.table_lock(storage, config, table.settings.hoodie)
+        lock = self.coordination.table_lock(table.name, storage, config, table.settings.hoodie)
         view = Table(storage, config, table.timeline)
         scheduled = service.schedule(
             view, lock, table_settings(table), generator, respect_trigger=respect_trigger

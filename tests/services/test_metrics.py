@@ -68,10 +68,15 @@ def test_a_successful_job() -> None:
     assert value(m, "hoodied_records_written_total", table="orders", action="compaction") == 1000.0
     assert value(m, "hoodied_bytes_written_total", table="orders", action="compaction") == 4096.0
     assert value(m, "hoodied_files_deleted_total", table="orders", action="compaction") == 2.0
-    assert value(m, "hoodied_job_duration_seconds_count", action="compaction") == 1.0
-    assert value(m, "hoodied_job_duration_seconds_sum", action="compaction") == 90.0
-    assert value(m, "hoodied_job_duration_seconds_bucket", action="compaction", le="60.0") == 0.0
-    assert value(m, "hoodied_job_duration_seconds_bucket", action="compaction", le="120.0") == 1.0
+    assert value(m, "hoodied_job_duration_seconds_count", table="orders", action="compaction") == 1.0
+    assert value(m, "hoodied_job_duration_seconds_sum", table="orders", action="compaction") == 90.0
+    assert (
+        value(m, "hoodied_job_duration_seconds_bucket", table="orders", action="compaction", le="60.0") == 0.0
+    )
+    assert (
+        value(m, "hoodied_job_duration_seconds_bucket", table="orders", action="compaction", le="120.0")
+        == 1.0
+    )
 
 
 @pytest.mark.parametrize("kind", sorted(FAILURE_KINDS))
@@ -82,7 +87,7 @@ def test_a_failed_job_counts_under_its_kind(kind: str) -> None:
     assert value(m, "hoodied_jobs_failed_total", table="orders", action="clustering", kind=kind) == 1.0
     assert value(m, "hoodied_jobs_succeeded_total", table="orders", action="clustering") is None
     assert value(m, "hoodied_jobs_running", action="clustering") == 0.0
-    assert value(m, "hoodied_job_duration_seconds_count", action="clustering") == 1.0
+    assert value(m, "hoodied_job_duration_seconds_count", table="orders", action="clustering") == 1.0
 
 
 def test_job_finished_refuses_a_bad_kind() -> None:
@@ -93,20 +98,22 @@ def test_job_finished_refuses_a_bad_kind() -> None:
         m.job_finished("orders", "compaction", 1.0, ok=False)
     with pytest.raises(ValueError, match="succeeded"):
         m.job_finished("orders", "compaction", 1.0, ok=True, kind="failed")
-    assert value(m, "hoodied_job_duration_seconds_count", action="compaction") is None
+    assert value(m, "hoodied_job_duration_seconds_count", table="orders", action="compaction") is None
 
 
 def test_bucket_bounds() -> None:
     m = Metrics()
-    m.observe_lock_wait(0.0005)
-    m.observe_lock_wait(200.0)
-    assert value(m, "hoodied_lock_wait_seconds_bucket", le="0.001") == 1.0
-    assert value(m, "hoodied_lock_wait_seconds_bucket", le="120.0") == 1.0
-    assert value(m, "hoodied_lock_wait_seconds_bucket", le="+Inf") == 2.0
+    m.observe_lock_wait("orders", 0.0005)
+    m.observe_lock_wait("orders", 200.0)
+    assert value(m, "hoodied_lock_wait_seconds_bucket", table="orders", le="0.001") == 1.0
+    assert value(m, "hoodied_lock_wait_seconds_bucket", table="orders", le="120.0") == 1.0
+    assert value(m, "hoodied_lock_wait_seconds_bucket", table="orders", le="+Inf") == 2.0
     m.job_started("t", "compaction")
     m.job_finished("t", "compaction", 4 * 3600.0, ok=True)
-    assert value(m, "hoodied_job_duration_seconds_bucket", action="compaction", le="1.0") == 0.0
-    assert value(m, "hoodied_job_duration_seconds_bucket", action="compaction", le="14400.0") == 1.0
+    assert value(m, "hoodied_job_duration_seconds_bucket", table="t", action="compaction", le="1.0") == 0.0
+    assert (
+        value(m, "hoodied_job_duration_seconds_bucket", table="t", action="compaction", le="14400.0") == 1.0
+    )
 
 
 @pytest.mark.parametrize("state", ["CONNECTED", "SUSPENDED", "LOST", "CLOSED", "connected", None])
@@ -173,7 +180,8 @@ def test_forget_table_removes_only_that_tables_series() -> None:
     assert tables == {"orders2", "users"}
     # The series without a table label stay.
     assert value(m, "hoodied_jobs_running", action="compaction") == 0.0
-    assert value(m, "hoodied_job_duration_seconds_count", action="compaction") == 3.0
+    assert value(m, "hoodied_job_duration_seconds_count", table="orders2", action="compaction") == 1.0
+    assert value(m, "hoodied_job_duration_seconds_count", table="orders", action="compaction") is None
     for table in ("orders2", "users"):
         assert value(m, "hoodied_pending_instants", table=table, action="compaction") == 3.0
         assert value(m, "hoodied_jobs_failed_total", table=table, action="clean", kind="conflict") == 1.0
