@@ -38,6 +38,7 @@ ADMIN_DIR = "/etc/hoodied/admin"
 ADMIN_SECTION = "admin:\n  token_file: /etc/hoodied/admin/token"
 #: The chart's own kinds, and those of the Prometheus Operator it adds when asked.
 CHART_KINDS = {"ServiceAccount", "ConfigMap", "Service", "Deployment", "PodDisruptionBudget"}
+NETWORK_KINDS = {"NetworkPolicy"}
 OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}
 
 Obj = dict[str, Any]
@@ -214,7 +215,7 @@ def test_every_document_is_a_named_object(case: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("case", "kinds"), [("defaults", CHART_KINDS), ("all", CHART_KINDS | OPERATOR_KINDS)]
+    ("case", "kinds"), [("defaults", CHART_KINDS), ("all", CHART_KINDS | OPERATOR_KINDS | NETWORK_KINDS)]
 )
 def test_the_switches_add_the_operators_objects(case: str, kinds: set[str]) -> None:
     assert _kinds(_objects(case)) == kinds
@@ -549,3 +550,31 @@ def test_helm_template_renders_the_same_objects(helm: str, case: str) -> None:
     assert sorted(theirs) == sorted(ours)
     for key, obj in ours.items():
         assert obj == theirs[key], key
+
+
+def test_the_identity_annotations_pod_metadata_and_network_policy_reach_their_objects() -> None:
+    """(issue 35) A ServiceAccount annotated for a cloud identity (IRSA, GKE and AKS Workload Identity), more
+    pod annotations and labels beside the chart's (the selector unchanged), and a NetworkPolicy admitting
+    only the named peers to the metrics port."""
+    by_kind = {o["kind"]: o for o in _objects("all")}
+    account = by_kind["ServiceAccount"]["metadata"]
+    assert account["annotations"] == {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/hoodied"}
+    deployment = by_kind["Deployment"]
+    pod = deployment["spec"]["template"]["metadata"]
+    assert pod["labels"]["azure.workload.identity/use"] == "true"
+    assert pod["labels"]["app.kubernetes.io/name"] == "hoodied"
+    assert "azure.workload.identity/use" not in deployment["spec"]["selector"]["matchLabels"]
+    assert pod["annotations"]["example.com/team"] == "data-platform"
+    assert "checksum/config" in pod["annotations"]
+    policy = by_kind["NetworkPolicy"]["spec"]
+    assert policy["podSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    (rule,) = policy["ingress"]
+    assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    container = _pod_spec(deployment)["containers"][0]
+    assert any(p["name"] == "metrics" for p in container["ports"])
+    assert rule["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
+    defaults = {o["kind"]: o for o in _objects("defaults")}
+    assert "annotations" not in defaults["ServiceAccount"]["metadata"]
+    assert set(defaults["Deployment"]["spec"]["template"]["metadata"]["annotations"]) == {"checksum/config"}
