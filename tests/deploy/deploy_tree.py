@@ -53,7 +53,7 @@ OTHER_METRICS = frozenset({"up"})
 _HOODIED_NAME = re.compile(r"hoodied_[a-z_]+")
 _SELECTOR_NAME = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)\s*\{")
 #: Grafana's variables, as a query is sent with every table and action selected.
-GRAFANA_VARIABLES = {"$__rate_interval": "2m", "$table": ".*", "$action": ".*"}
+GRAFANA_VARIABLES = {"$__rate_interval": "2m", "$job": "hoodied", "$table": ".*", "$action": ".*"}
 
 
 def metric_names(expr: str) -> set[str]:

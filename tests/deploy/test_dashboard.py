@@ -50,8 +50,17 @@ def test_the_dashboard_uses_a_prometheus_data_source_variable() -> None:
     source = variables["DS_PROMETHEUS"]
     assert source["type"] == "datasource"
     assert source["query"] == "prometheus"
+    job = variables["job"]  # the scrape job's name is the user's (issue 35): every query follows it
+    assert job["type"] == "query"
+    assert job["datasource"] == DATASOURCE
+    assert job["definition"] == "label_values(hoodied_info, job)"
+    assert job["current"]["value"] == "hoodied"
+    for panel in dashboard_panels():
+        for target in panel["targets"]:
+            assert 'job=~"$job"' in target["expr"], (panel["title"], target["expr"])
     for name in ("table", "action"):
         variable = variables[name]
+        assert 'job=~"$job"' in variable["definition"]
         assert variable["type"] == "query"
         assert variable["datasource"] == DATASOURCE
         assert variable["definition"].startswith("label_values(")
