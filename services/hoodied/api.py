@@ -105,8 +105,12 @@ class Api:
         metrics: Metrics,
         history_keep: int,
         commit_callback: CommitCallback | None = None,
+        changes_at: str | None = None,
     ) -> None:
+        """``changes_at``: where the control commands are taken instead (the admin server's address,
+        ``admin.port``); this API then refuses them, and serves reads and the commit callback."""
         self.replica = replica
+        self._changes_at = changes_at
         self._commit_callback = commit_callback
         self._status = status
         self._tables = tables
@@ -157,6 +161,10 @@ class Api:
         parts = [unquote(p) for p in path.removeprefix("/api/v1").strip("/").split("/") if p]
         if len(parts) != 3 or parts[0] != "tables":
             return _error(HTTPStatus.NOT_FOUND, f"no such path: {path}")
+        if self._changes_at is not None:
+            return _error(
+                HTTPStatus.FORBIDDEN, f"changes are taken on the admin port only ({self._changes_at})"
+            )
         refused = self._authorize(headers)
         if refused is not None:
             logger.warning("refused POST %r from %s: %s", path, client, refused.status.phrase)

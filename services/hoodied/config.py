@@ -54,6 +54,8 @@ Every key, its default and its meaning (the README's configuration reference is 
       state_dir: ~/.local/state/hoodied   # embedded mode: where the control documents live (ZooKeeper
                                   # keeps them under <base_path>/control otherwise)
       history_keep: 500           # records kept in each table's history (.hoodie/.aux/hoodied/history)
+      port: null                  # null: changes are taken on the metrics port; a port: only there, served
+      host: 127.0.0.1             # on this address (the pod's IP to reach it from other pods; 0: a free port)
     notifications:                # change events: a table is read when one names it (hoodied.change_events)
       commit_callback_key_file: null  # file holding the key Hudi writers' commit callback must carry
                                   # (hoodie.write.commit.callback.http.api.key; POST /api/v1/commits on
@@ -400,6 +402,11 @@ class AdminSettings:
     state_dir: str | None = None
     #: Records kept in each table's history.
     history_keep: int = 500
+    #: Where the API takes changes (control commands) when not on the metrics port: its own server on
+    #: ``host:port`` (None: the metrics port takes them). The metrics port is often open to a whole
+    #: cluster (probes, Prometheus); the admin port need not be.
+    port: int | None = None
+    host: str = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -713,12 +720,20 @@ def _jobs(s: _Section) -> JobSettings:
 
 
 def _admin(s: _Section) -> AdminSettings:
+    admin_port: int | None = None
+    if s.raw.get("port") is not None:
+        s.used.add("port")
+        admin_port = _port(s.raw["port"], s.path("port"))
+    elif "port" in s.raw:
+        s.used.add("port")
     token_file = s.get("token_file", None, _str)
     state_dir = s.get("state_dir", None, _str)
     out = AdminSettings(
         token_file=os.path.expanduser(token_file) if token_file else None,
         state_dir=os.path.expanduser(state_dir) if state_dir else None,
         history_keep=s.get("history_keep", 500, _int(1)),
+        port=admin_port,
+        host=s.get("host", "127.0.0.1", _str),
     )
     s.done()
     return out

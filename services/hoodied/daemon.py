@@ -159,6 +159,7 @@ class Daemon:
         self.shutdown = threading.Event()
         self.zookeeper: ZooKeeper | None = None
         self.health: HealthServer | None = None
+        self.admin: HealthServer | None = None  # the admin port's server (admin.port)
         self._spark: SparkSession | None = spark
         self._spark_lock = threading.Lock()
         self._work_dir: str | None = None
@@ -258,35 +259,22 @@ class Daemon:
         self.supervisor = Supervisor(
             config, coordination, self.metrics, self.heartbeats, self.spark, control=store, events=self.events
         )
+        changes_at: str | None = None
+        if config.admin.port is not None:  # first: the metrics port's refusals name where it listens
+            admin = self._server(store, config.admin.host, config.admin.port, changes_at=None)
+            admin.start()
+            self.admin = admin
+            changes_at = admin.url
+            logger.info("taking the API's changes on %s (admin.port)", admin.url)
         if config.metrics.port is not None:
-            health = HealthServer(
-                self.metrics,
-                self.heartbeats,
-                config.poll_interval,
-                status_fn=self.status,
-                host=config.metrics.host,
-                port=config.metrics.port,
-                read_timeout=config.metrics.read_timeout,
-                max_connections=config.metrics.max_connections,
-                api=Api(
-                    replica=config.replica,
-                    status=self.status,
-                    tables=self.supervisor.tables,
-                    store=store,
-                    token_file=config.admin.token_file,
-                    metrics=self.metrics,
-                    history_keep=config.admin.history_keep,
-                    commit_callback=CommitCallback(
-                        self.events, config.notifications.commit_callback_key_file
-                    ),
-                ),
-            )
+            health = self._server(store, config.metrics.host, config.metrics.port, changes_at=changes_at)
             health.start()
             # Published once serving: other threads (the demo, tests) read its URL as soon as it is set.
             self.health = health
             logger.info(
-                "serving on %s: /metrics, /healthz, /readyz, /status, /api/v1 and the status page /",
+                "serving on %s: /metrics, /healthz, /readyz, /status, /api/v1 and the status page /%s",
                 health.url,
+                "" if changes_at is None else " (changes on the admin port)",
             )
         try:
             if once:
@@ -336,6 +324,33 @@ class Daemon:
             except Exception as e:  # the schedule must survive anything a poll throws
                 self.heartbeats.last_error = f"{type(e).__name__}: {e}"
                 logger.exception("poll failed")
+
+    def _server(self, store: ControlStore, host: str, port: int, *, changes_at: str | None) -> HealthServer:
+        """The HTTP server of the metrics port or of the admin port: /metrics, the probes, /status, the
+        page and the API, which takes the control commands unless ``changes_at`` names where they go."""
+        config = self.config
+        assert self.supervisor is not None
+        return HealthServer(
+            self.metrics,
+            self.heartbeats,
+            config.poll_interval,
+            status_fn=self.status,
+            host=host,
+            port=port,
+            read_timeout=config.metrics.read_timeout,
+            max_connections=config.metrics.max_connections,
+            api=Api(
+                replica=config.replica,
+                status=self.status,
+                tables=self.supervisor.tables,
+                store=store,
+                token_file=config.admin.token_file,
+                metrics=self.metrics,
+                history_keep=config.admin.history_keep,
+                commit_callback=CommitCallback(self.events, config.notifications.commit_callback_key_file),
+                changes_at=changes_at,
+            ),
+        )
 
     def _reload_config(self) -> None:
         """Read the configuration file again when SIGHUP asked for it or it changed, and watch its tables
@@ -398,6 +413,8 @@ class Daemon:
         self._signals.restore()
         if self.health is not None:
             self.health.stop()
+        if self.admin is not None:
+            self.admin.stop()
         if self.zookeeper is not None:
             self.zookeeper.stop()
         with self._spark_lock:

@@ -10,6 +10,8 @@ import logging
 import textwrap
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.instant import State
 from hoodied.cli import main
 from hoodied.config import DaemonConfig
+from hoodied.control import FileControlStore
 from hoodied.daemon import Daemon, format_status, status_report
 from hoodied.work import read_last_results
 from support.daemon_tables import assert_same_snapshot, cow_table, mor_table, snapshot
@@ -395,6 +398,67 @@ def test_a_reloaded_configuration_watches_a_new_table_without_interrupting_a_job
         assert "not valid YAML" in str(config_status["error"])
         assert len(daemon.supervisor.tables()) == 4
         assert _sample(daemon, "hoodied_config_reloads_total", outcome="refused") == 1.0
+    finally:
+        daemon.stop()
+        runner.join(60)
+    assert not runner.is_alive()
+
+
+def test_with_an_admin_port_changes_are_taken_there_only(tmp_path: Path, spark: Any) -> None:
+    """admin.port: the control commands are served on a server of their own (bound to admin.host), and the
+    metrics port, open to probes and Prometheus, refuses them with 403 naming where they go; reads are
+    served on both."""
+    root = tmp_path / "orders"
+    generate_table(str(root), GenerateSpec(table_version=8, rows=20, commits=1, partitions=1, seed=3))
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    config = _config(
+        tmp_path,
+        f"""
+        poll_interval: 1s
+        metrics: {{host: 127.0.0.1, port: 0}}
+        admin: {{port: 0, host: 127.0.0.1, token_file: {token}, state_dir: {tmp_path / "state"}}}
+        tables: [{{path: {root}, name: orders}}]
+        """,
+    )
+    daemon = Daemon(config, spark=spark)
+    runner = threading.Thread(target=lambda: daemon.run(handle_signals=False), daemon=True)
+    runner.start()
+
+    def post(base: str) -> tuple[int, dict[str, object]]:
+        request = urllib.request.Request(
+            f"{base}/api/v1/tables/orders/pause",
+            data=json.dumps({"reason": "backfill"}).encode(),
+            method="POST",
+            headers={"Authorization": "Bearer s3cret"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    try:
+        deadline = time.monotonic() + 60
+        while daemon.health is None or daemon.admin is None or daemon.heartbeats.last_poll_succeeded is None:
+            assert time.monotonic() < deadline, "the servers never started, or no poll ended"
+            time.sleep(0.1)
+        assert daemon.health.url != daemon.admin.url
+        code, body = post(daemon.health.url)
+        assert code == 403, body
+        assert f"admin port only ({daemon.admin.url})" in str(body["error"])
+        assert FileControlStore(tmp_path / "state").read_all() == {}
+        code, body = post(daemon.admin.url)
+        assert code == 200, body
+        assert body["control"]["state"] == "paused"  # type: ignore[index]
+        deadline = time.monotonic() + 30
+        for base in (daemon.health.url, daemon.admin.url):  # as the next poll reads the control document
+            while True:
+                with urllib.request.urlopen(f"{base}/api/v1/tables/orders", timeout=10) as r:
+                    if json.loads(r.read())["control"]["state"] == "paused":
+                        break
+                assert time.monotonic() < deadline, f"{base} never showed the pause"
+                time.sleep(0.2)
     finally:
         daemon.stop()
         runner.join(60)
