@@ -200,6 +200,13 @@ class TableService(abc.ABC):
         a trigger. Decided on the view; reads at most a few timeline files, never plans."""
         return None
 
+    def preview(self, table: Table, settings: Mapping[str, str]) -> str | None:
+        """What scheduling the service on ``table`` would do now and why, as one sentence, decided by the
+        steps :meth:`schedule` takes (its trigger, then its plan on the view) with nothing written: the
+        CLI's ``hoodied status`` says what the daemon would. Default: the trigger's sentence, for a service
+        whose scheduling cannot be previewed without acting (clean rolls back failed writes first)."""
+        return self.trigger_state(table, settings)
+
     def maintenance_due(self, table: Table, settings: Mapping[str, str]) -> bool:
         """Whether :meth:`maintain` may have work on ``table``, decided on the view alone (no I/O), so that an
         idle table costs no claim and no lock. Services with instants have nothing to maintain."""

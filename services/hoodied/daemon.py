@@ -549,14 +549,14 @@ def _explain_offline(
     inflight: Mapping[str, str],
 ) -> dict[str, str]:
     """Why each service's next instant is or is not due, as a replica would say (:mod:`hoodied.explain`),
-    from the table and the claims alone: a claimed instant runs on its holder, a trigger is evaluated now."""
+    from the table and the claims alone: a claimed instant runs on its holder, and scheduling is previewed
+    by the steps a replica's takes (:meth:`~hoodie.table_service.TableService.preview`: trigger, then plan),
+    so both say the same."""
     t.pending = {s.name: s.pending(table) for s in SERVICES if s.has_instants}
     for service in SERVICES:
         if service.name in t.settings.schedule:
             try:
-                t.schedule_reasons[service.name] = (
-                    service.trigger_state(table, props) or "scheduled by hoodied"
-                )
+                t.schedule_reasons[service.name] = service.preview(table, props) or "scheduled by hoodied"
             except Exception as e:
                 t.schedule_reasons[service.name] = f"cannot evaluate the trigger: {type(e).__name__}: {e}"
     t.foreign = {name.split("-", 1)[1]: why for name, why in inflight.items() if why.startswith("left alone")}

@@ -15,6 +15,7 @@ from hoodie.testing.generate import GenerateSpec, generate_table
 from hoodie.timeline.archived.load import load_archived_timeline
 from hoodied.config import DaemonConfig
 from hoodied.coordination import EmbeddedCoordination
+from hoodied.daemon import status_report
 from hoodied.health import Heartbeats
 from hoodied.metrics import Metrics
 from hoodied.supervisor import Supervisor
@@ -104,3 +105,62 @@ def test_a_pending_restore_holds_every_service_back(tmp_path: Path) -> None:
     items = s.poll()
     assert watched.held is None
     assert {i.instant.time for i in items} == {i.time for i in t.pending}
+
+
+def test_the_cli_status_says_what_the_daemons_scheduling_says(tmp_path: Path) -> None:
+    """(issue 35) ``hoodied status`` previews scheduling by the steps a replica's scheduling takes (the
+    trigger, then the plan on the view), writing nothing: where the clustering trigger fires but no file
+    is small enough to plan, both say why nothing is planned (the CLI said "trigger fires" where the daemon
+    said why the plan was empty); where a plan
+    can be made, the CLI says it is due and the daemon's poll then schedules it."""
+    root = tmp_path / "orders"
+    spec = GenerateSpec(table_type="COPY_ON_WRITE", table_version=8, rows=60, commits=5, partitions=1)
+    generate_table(str(root), spec)
+
+    def both(small_file_limit: int) -> tuple[str, str]:
+        path = tmp_path / f"hoodied-{small_file_limit}.yaml"
+        path.write_text(
+            textwrap.dedent(
+                f"""
+                metrics: {{port: null}}
+                reschedule_interval: 0s
+                admin: {{state_dir: {tmp_path / "state"}}}
+                tables:
+                  - path: {root}
+                    name: orders
+                    services: [clustering]
+                    schedule: [clustering]
+                    hoodie:
+                      hoodie.clustering.async.max.commits: 1
+                      hoodie.clustering.plan.strategy.small.file.limit: {small_file_limit}
+                      hoodie.clustering.hoodied.recent.write.commits: 0
+                """
+            )
+        )
+        config = DaemonConfig.load(path)
+        (entry,) = status_report(config)
+        before = Table.open(str(root)).timeline.pending()
+        assert before == [], before  # the status wrote nothing
+        metrics = Metrics(replica="t")
+        supervisor = Supervisor(
+            config,
+            EmbeddedCoordination(metrics),
+            metrics,
+            Heartbeats(time.time()),
+            _no_spark,  # type: ignore[arg-type]
+        )
+        supervisor.refresh_tables()
+        supervisor.poll()
+        (table,) = supervisor.tables()
+        cli = entry["next"]["clustering"]  # type: ignore[index]
+        return str(cli), table.schedule_reasons["clustering"]
+
+    cli, daemon = both(small_file_limit=1)
+    assert cli == daemon, (cli, daemon)
+    assert "fires" not in cli, cli
+    assert Table.open(str(root)).timeline.pending() == []
+    cli, daemon = both(small_file_limit=300 * 1024 * 1024)
+    assert cli.startswith("due: "), cli
+    assert cli.removeprefix("due: ") == daemon, (cli, daemon)
+    (scheduled,) = Table.open(str(root)).timeline.pending()
+    assert scheduled.action == "replacecommit" or scheduled.action == "clustering"

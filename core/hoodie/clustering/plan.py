@@ -572,6 +572,7 @@ def schedule_clustering(
     respect_trigger: bool = True,
     time_generator: InstantTimeGenerator | None = None,
     view: Table | None = None,
+    preview: bool = False,
 ) -> ScheduleResult:
     """Plan and request a clustering now.
 
@@ -580,6 +581,9 @@ def schedule_clustering(
     ``HoodieClusteringJob``). Trigger and plan are first decided on a view read without the lock, at a
     provisional time: when nothing is due, no instant time is taken and the lock is never held; otherwise
     the plan is made again under the lock at the instant time.
+
+    ``preview``: decide as above on the view and write nothing
+    (:func:`~hoodie.write.service_instant.request_planned`).
     """
     config = config or ClusteringConfig()
     generator = time_generator or InstantTimeGenerator()
@@ -612,6 +616,7 @@ def schedule_clustering(
         what="clustering",
         plan=lambda view, t: plan_clustering(view, t, config),
         request=request,
+        preview=preview,
     )
     return ScheduleResult(instant, result.plan, result.reason, decision)
 

@@ -21,7 +21,7 @@ from hoodie.clustering.execute import (
 )
 from hoodie.clustering.layout import LayoutConfig
 from hoodie.clustering.plan import ClusteringConfig, evaluate_clustering_trigger, schedule_clustering
-from hoodie.lock import LockProvider
+from hoodie.lock import NO_LOCK, LockProvider
 from hoodie.storage import Storage
 from hoodie.table import Table
 from hoodie.table_service import (
@@ -70,6 +70,17 @@ class Clustering(TableService):
             view=table,
         )
         return Scheduled(result.instant, result.reason)
+
+    def preview(self, table: Table, settings: Mapping[str, str]) -> str | None:
+        result = schedule_clustering(
+            table.storage,
+            NO_LOCK,
+            config=ClusteringConfig.from_config(settings),
+            respect_trigger=True,
+            view=table,
+            preview=True,
+        )
+        return result.reason
 
     def trigger_state(self, table: Table, settings: Mapping[str, str]) -> str | None:
         return evaluate_clustering_trigger(table, ClusteringConfig.from_config(settings)).reason

@@ -155,6 +155,7 @@ def schedule_compaction(
     trigger: TriggerConfig | None = None,
     time_generator: InstantTimeGenerator | None = None,
     view: Table | None = None,
+    preview: bool = False,
 ) -> ScheduleResult:
     """Plan and request a compaction now.
 
@@ -164,6 +165,9 @@ def schedule_compaction(
     time is taken and the lock is never held. Otherwise the lock is taken, the instant time generated (with
     the clock-skew wait), and the plan made again on the view read under the lock, which the lock holds from
     the instant time to the requested file, so no write can complete in between unseen.
+
+    ``preview``: decide as above on the view and write nothing
+    (:func:`~hoodie.write.service_instant.request_planned`).
     """
     config = config or CompactionConfig()
     generator = time_generator or InstantTimeGenerator()
@@ -187,6 +191,7 @@ def schedule_compaction(
         what="compaction",
         plan=lambda view, t: plan_compaction(view, t, config),
         request=request,
+        preview=preview,
     )
     return ScheduleResult(instant, result.plan, result.reason, decision)
 

@@ -22,7 +22,7 @@ from hoodie.compaction.execute import (
 from hoodie.compaction.plan import schedule_compaction
 from hoodie.compaction.strategy import CompactionConfig
 from hoodie.compaction.trigger import TriggerConfig, evaluate_trigger
-from hoodie.lock import LockProvider
+from hoodie.lock import NO_LOCK, LockProvider
 from hoodie.metadata_table import refuse_metadata_table
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -76,6 +76,18 @@ class Compaction(TableService):
             view=table,
         )
         return Scheduled(result.instant, result.reason)
+
+    def preview(self, table: Table, settings: Mapping[str, str]) -> str | None:
+        refuse_metadata_table(table.storage, table.config, self.name)
+        result = schedule_compaction(
+            table.storage,
+            NO_LOCK,
+            config=CompactionConfig.from_config(settings),
+            trigger=TriggerConfig.from_config(settings),
+            view=table,
+            preview=True,
+        )
+        return result.reason
 
     def trigger_state(self, table: Table, settings: Mapping[str, str]) -> str | None:
         now = InstantTimeGenerator().now_in_zone(table.config)

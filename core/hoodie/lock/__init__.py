@@ -6,7 +6,13 @@
 from __future__ import annotations
 
 from hoodie.lock.filesystem import DEFAULT_EXPIRE_SECONDS, DEFAULT_LOCK_PATH, FileSystemLock, LockHolder
-from hoodie.lock.provider import DEFAULT_ACQUIRE_TIMEOUT_SECONDS, AcquireOnEnter, LockProvider, held
+from hoodie.lock.provider import (
+    DEFAULT_ACQUIRE_TIMEOUT_SECONDS,
+    NO_LOCK,
+    AcquireOnEnter,
+    LockProvider,
+    held,
+)
 from hoodie.lock.selection import lock_for_table
 from hoodie.lock.storage_based import StorageLock, StorageLockConfig
 
@@ -14,6 +20,7 @@ __all__ = [
     "DEFAULT_ACQUIRE_TIMEOUT_SECONDS",
     "DEFAULT_EXPIRE_SECONDS",
     "DEFAULT_LOCK_PATH",
+    "NO_LOCK",
     "AcquireOnEnter",
     "FileSystemLock",
     "LockHolder",

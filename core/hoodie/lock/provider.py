@@ -93,4 +93,25 @@ class AcquireOnEnter:
             logger.warning("%s; the block under it had failed already: %s", lost, exc)
 
 
-__all__ = ["DEFAULT_ACQUIRE_TIMEOUT_SECONDS", "AcquireOnEnter", "LockProvider", "held"]
+class _NoLock(AcquireOnEnter):
+    """A lock for code that must never take one (a preview of scheduling writes nothing): taking it is a
+    bug, raised at once rather than waited for."""
+
+    _acquire_timeout = 0.0
+
+    def acquire(self, timeout: float) -> None:
+        raise RuntimeError("NO_LOCK was asked for: this path must write nothing")
+
+    def release(self) -> None:
+        raise RuntimeError("NO_LOCK is never held")
+
+    @property
+    def is_held(self) -> bool:
+        return False
+
+
+#: A lock never to be taken (:class:`_NoLock`).
+NO_LOCK: LockProvider = _NoLock()
+
+
+__all__ = ["DEFAULT_ACQUIRE_TIMEOUT_SECONDS", "NO_LOCK", "AcquireOnEnter", "LockProvider", "held"]

@@ -222,6 +222,7 @@ def schedule_log_compaction(
     respect_trigger: bool = False,
     time_generator: InstantTimeGenerator | None = None,
     view: Table | None = None,
+    preview: bool = False,
 ) -> ScheduleResult:
     """Plan and request a log compaction now.
 
@@ -230,6 +231,9 @@ def schedule_log_compaction(
     schedule``). As for compaction, the plan is first made on a view read without the lock at a provisional
     time, and only when it is not empty is the lock taken, the instant time generated, the view read again
     and the plan made again and written, all under the lock.
+
+    ``preview``: decide as above on the view and write nothing
+    (:func:`~hoodie.write.service_instant.request_planned`).
     """
     config = config or LogCompactionConfig()
     generator = time_generator or InstantTimeGenerator()
@@ -253,6 +257,7 @@ def schedule_log_compaction(
         what="log compaction",
         plan=lambda view, t: plan_log_compaction(view, t, config),
         request=request,
+        preview=preview,
     )
     return ScheduleResult(instant, result.plan, result.reason, decision)
 

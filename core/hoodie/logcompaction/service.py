@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from hoodie.lock import LockProvider
+from hoodie.lock import NO_LOCK, LockProvider
 from hoodie.logcompaction.execute import (
     LogCompactionResult,
     LogCompactionTask,
@@ -74,6 +74,18 @@ class LogCompaction(TableService):
             view=table,
         )
         return Scheduled(result.instant, result.reason)
+
+    def preview(self, table: Table, settings: Mapping[str, str]) -> str | None:
+        refuse_metadata_table(table.storage, table.config, self.name)
+        result = schedule_log_compaction(
+            table.storage,
+            NO_LOCK,
+            config=LogCompactionConfig.from_config(settings),
+            respect_trigger=True,
+            view=table,
+            preview=True,
+        )
+        return result.reason
 
     def trigger_state(self, table: Table, settings: Mapping[str, str]) -> str | None:
         decision = evaluate_trigger(table.timeline)

@@ -56,6 +56,7 @@ def request_planned(
     what: str,
     plan: Callable[[Table, str], Planned[PlanT]],
     request: Callable[[Table, str, PlanT], Instant],
+    preview: bool = False,
 ) -> tuple[Instant | None, Planned[PlanT]]:
     """Request an instant of a plan made by ``plan(view, instant_time)``; returns the instant (or ``None``)
     and the planner's answer it was made of.
@@ -67,11 +68,16 @@ def request_planned(
     the requested file, so no write completes in between unseen. Once the file landed, the plan is checked
     against the timeline re-read (:func:`~hoodie.write.plan_overlap.revalidate_requested`): a lock that was
     a lease may have lapsed while this process paused before the write, and a plan that overlaps an older
-    pending one is withdrawn and reported as not scheduled. ``what`` names the service in logs."""
+    pending one is withdrawn and reported as not scheduled. ``what`` names the service in logs.
+
+    ``preview``: only the first plan, on ``table``, is made, and returned with no instant (its reason says
+    it is due): what ``hoodied status`` says would be scheduled, by the very steps scheduling takes."""
     ahead = plan(table, generator.provisional(table.config, table.timeline))
     if ahead.plan is None:
         logger.debug("%s of %s not scheduled: %s", what, storage.uri, ahead.reason)
         return None, ahead
+    if preview:
+        return None, Planned(ahead.plan, f"due: {ahead.reason}")
     landed: Instant | None = None
     try:
         with held(lock):
