@@ -116,13 +116,18 @@ def recent_late_files(
 def removed_instants_with_late_files(
     storage: Storage, timeline: Timeline, *, horizon: float = LATE_REQUEST_HORIZON_SECONDS
 ) -> list[str]:
-    """The instants, oldest first, that a takeover removed from ``timeline`` (neither pending nor completed
-    there) within ``horizon`` while voiding attempts that may still land files (see the module doc)."""
+    """The instants, oldest first, that a takeover removed from ``timeline`` within ``horizon`` while voiding
+    attempts that may still land files (see the module doc): neither pending nor completed there, and after
+    its first instant. One before it is either archived (completed: archival does not change what its files
+    show) or already read as archived, which holding archival back cannot undo."""
     on_timeline = {i.time for i in timeline.instants}
+    if not on_timeline:
+        return []
+    start = min(on_timeline)
     return [
         late.instant_time
         for late in recent_late_files(storage, horizon=horizon)
-        if late.instant_time not in on_timeline
+        if late.instant_time not in on_timeline and late.instant_time > start
     ]
 
 
