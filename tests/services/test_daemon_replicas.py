@@ -139,7 +139,8 @@ def test_three_replicas_run_thirty_instants_exactly_once(
         assert last is not None, r.name
         assert last.get("hoodied_pending_instants", 0) == 0, (r.name, last)
         assert last["hoodied_zookeeper_connected"] == 1
-    assert sum(last["hoodied_lock_wait_seconds_count"] for last in final if last) > 0  # through ZooKeeper
+    # Through ZooKeeper (a replica that took no table's lock has no series: the histogram is by table).
+    assert sum(last.get("hoodied_lock_wait_seconds_count", 0) for last in final if last) > 0
     print(
         f"{len(pending)} instants on {n_tables} tables by 3 replicas in {took:.1f} s; "
         f"runs per replica: {dict(by_replica)}"

@@ -107,6 +107,7 @@ def test_a_sighup_asks_for_a_reload_and_is_no_stop() -> None:
             stops.append(count)
             stopped.set()
 
+        before = signal.getsignal(signal.SIGHUP)  # SIG_IGN under nohup
         signals = StopSignals(on_signal, on_reload=lambda: reloads.append(threading.current_thread().name))
         assert signals.install()
         os.kill(os.getpid(), signal.SIGHUP)
@@ -114,7 +115,7 @@ def test_a_sighup_asks_for_a_reload_and_is_no_stop() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         assert stopped.wait(10)
         signals.restore()
-        assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL
+        assert signal.getsignal(signal.SIGHUP) == before
         print(reloads, stops)
         """
     )
