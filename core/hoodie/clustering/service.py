@@ -20,7 +20,12 @@ from hoodie.clustering.execute import (
     run_clustering_task,
 )
 from hoodie.clustering.layout import LayoutConfig
-from hoodie.clustering.plan import ClusteringConfig, evaluate_clustering_trigger, schedule_clustering
+from hoodie.clustering.plan import (
+    ClusteringConfig,
+    ScheduleResult,
+    evaluate_clustering_trigger,
+    schedule_clustering,
+)
 from hoodie.lock import NO_LOCK, LockProvider
 from hoodie.storage import Storage
 from hoodie.table import Table
@@ -61,26 +66,32 @@ class Clustering(TableService):
         *,
         respect_trigger: bool = True,
     ) -> Scheduled:
-        result = schedule_clustering(
+        result = self._schedule(table, lock, settings, time_generator, respect_trigger, preview=False)
+        return Scheduled(result.instant, result.reason)
+
+    def preview(self, table: Table, settings: Mapping[str, str]) -> str | None:
+        return self._schedule(table, NO_LOCK, settings, None, True, preview=True).reason
+
+    def _schedule(
+        self,
+        table: Table,
+        lock: LockProvider,
+        settings: Mapping[str, str],
+        time_generator: InstantTimeGenerator | None,
+        respect_trigger: bool,
+        *,
+        preview: bool,
+    ) -> ScheduleResult:
+        """:meth:`schedule`, or with ``preview`` its decision on the view alone, nothing written."""
+        return schedule_clustering(
             table.storage,
             lock,
             config=ClusteringConfig.from_config(settings),
             respect_trigger=respect_trigger,
             time_generator=time_generator,
             view=table,
+            preview=preview,
         )
-        return Scheduled(result.instant, result.reason)
-
-    def preview(self, table: Table, settings: Mapping[str, str]) -> str | None:
-        result = schedule_clustering(
-            table.storage,
-            NO_LOCK,
-            config=ClusteringConfig.from_config(settings),
-            respect_trigger=True,
-            view=table,
-            preview=True,
-        )
-        return result.reason
 
     def trigger_state(self, table: Table, settings: Mapping[str, str]) -> str | None:
         return evaluate_clustering_trigger(table, ClusteringConfig.from_config(settings)).reason

@@ -19,7 +19,7 @@ from hoodie.compaction.execute import (
     prepare_compaction,
     run_compaction_task,
 )
-from hoodie.compaction.plan import schedule_compaction
+from hoodie.compaction.plan import ScheduleResult, schedule_compaction
 from hoodie.compaction.strategy import CompactionConfig
 from hoodie.compaction.trigger import TriggerConfig, evaluate_trigger
 from hoodie.lock import NO_LOCK, LockProvider
@@ -66,28 +66,33 @@ class Compaction(TableService):
         *,
         respect_trigger: bool = True,
     ) -> Scheduled:
+        result = self._schedule(table, lock, settings, time_generator, respect_trigger, preview=False)
+        return Scheduled(result.instant, result.reason)
+
+    def preview(self, table: Table, settings: Mapping[str, str]) -> str | None:
+        return self._schedule(table, NO_LOCK, settings, None, True, preview=True).reason
+
+    def _schedule(
+        self,
+        table: Table,
+        lock: LockProvider,
+        settings: Mapping[str, str],
+        time_generator: InstantTimeGenerator | None,
+        respect_trigger: bool,
+        *,
+        preview: bool,
+    ) -> ScheduleResult:
+        """:meth:`schedule`, or with ``preview`` its decision on the view alone, nothing written."""
         refuse_metadata_table(table.storage, table.config, self.name)
-        result = schedule_compaction(
+        return schedule_compaction(
             table.storage,
             lock,
             config=CompactionConfig.from_config(settings),
             trigger=TriggerConfig.from_config(settings) if respect_trigger else None,
             time_generator=time_generator,
             view=table,
+            preview=preview,
         )
-        return Scheduled(result.instant, result.reason)
-
-    def preview(self, table: Table, settings: Mapping[str, str]) -> str | None:
-        refuse_metadata_table(table.storage, table.config, self.name)
-        result = schedule_compaction(
-            table.storage,
-            NO_LOCK,
-            config=CompactionConfig.from_config(settings),
-            trigger=TriggerConfig.from_config(settings),
-            view=table,
-            preview=True,
-        )
-        return result.reason
 
     def trigger_state(self, table: Table, settings: Mapping[str, str]) -> str | None:
         now = InstantTimeGenerator().now_in_zone(table.config)

@@ -22,7 +22,7 @@ from hoodie.logcompaction.execute import (
     prepare_log_compaction,
     run_log_compaction_task,
 )
-from hoodie.logcompaction.plan import SERVICE, schedule_log_compaction
+from hoodie.logcompaction.plan import SERVICE, ScheduleResult, schedule_log_compaction
 from hoodie.logcompaction.trigger import LogCompactionConfig, evaluate_trigger
 from hoodie.metadata_table import refuse_metadata_table
 from hoodie.storage import Storage
@@ -64,28 +64,33 @@ class LogCompaction(TableService):
         *,
         respect_trigger: bool = True,
     ) -> Scheduled:
+        result = self._schedule(table, lock, settings, time_generator, respect_trigger, preview=False)
+        return Scheduled(result.instant, result.reason)
+
+    def preview(self, table: Table, settings: Mapping[str, str]) -> str | None:
+        return self._schedule(table, NO_LOCK, settings, None, True, preview=True).reason
+
+    def _schedule(
+        self,
+        table: Table,
+        lock: LockProvider,
+        settings: Mapping[str, str],
+        time_generator: InstantTimeGenerator | None,
+        respect_trigger: bool,
+        *,
+        preview: bool,
+    ) -> ScheduleResult:
+        """:meth:`schedule`, or with ``preview`` its decision on the view alone, nothing written."""
         refuse_metadata_table(table.storage, table.config, self.name)
-        result = schedule_log_compaction(
+        return schedule_log_compaction(
             table.storage,
             lock,
             config=LogCompactionConfig.from_config(settings),
             respect_trigger=respect_trigger,
             time_generator=time_generator,
             view=table,
+            preview=preview,
         )
-        return Scheduled(result.instant, result.reason)
-
-    def preview(self, table: Table, settings: Mapping[str, str]) -> str | None:
-        refuse_metadata_table(table.storage, table.config, self.name)
-        result = schedule_log_compaction(
-            table.storage,
-            NO_LOCK,
-            config=LogCompactionConfig.from_config(settings),
-            respect_trigger=True,
-            view=table,
-            preview=True,
-        )
-        return result.reason
 
     def trigger_state(self, table: Table, settings: Mapping[str, str]) -> str | None:
         decision = evaluate_trigger(table.timeline)
